@@ -91,6 +91,13 @@ class ModelAPI:
             defaults = Limits()
             auth.configure({}, defaults.max_body_bytes, defaults.max_upload_bytes)
 
+    def __del__(self) -> None:
+        """Serve calls it when the replica shuts down: the service's threads stop and its database connections close
+        (``Service.close``) rather than being cut when the process ends."""
+        service = getattr(self, "service", None)
+        if service is not None:
+            service.close()
+
     async def drain(self) -> int:
         """Take no new request from now on (503 ``shutting_down``); the requests still in flight and the tasks this
         replica started that have not ended: an upload or a task acknowledged with 202 was interrupted by the shutdown

@@ -115,6 +115,17 @@ class Service(FlowResolution):
         self.warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
         _current = self
 
+    def close(self) -> None:
+        """Stop the pruner and the answers' threads, and close the task store's connections: at the replica's
+        shutdown (``ModelAPI.__del__``), and at the end of a test that made this service (each service held a pool of
+        database connections, and a test run's worker ran out of descriptors that ``select`` can watch)."""
+        global _current
+        self.pruner.stop()
+        self.answers.pool.shutdown(wait=False, cancel_futures=True)
+        self.store.engine.dispose()
+        if _current is self:
+            _current = None
+
     # -- flows ----------------------------------------------------------------------------
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:

@@ -6,7 +6,7 @@ tests/serve/test_drain_on_sigterm.py)."""
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -26,10 +26,17 @@ sys.exit(0)
 PARENT = "import sys; from flows.commands.serve_process import run_serve; sys.exit(run_serve(sys.argv[1:], {}))"
 
 
+def readable(stream, timeout_s: float) -> bool:
+    """Whether ``stream`` has something to read within ``timeout_s``; by epoll, not ``select.select``, which refuses
+    a descriptor over 1024 (a test worker that made many servers before this test holds that many)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(timeout_s))
+
+
 def next_line(process: subprocess.Popen, timeout_s: float = 15) -> str:
     """The child's next line, or "" when none comes within ``timeout_s`` (one line comes per signal)."""
-    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
-    return process.stdout.readline().strip() if ready else ""
+    return process.stdout.readline().strip() if readable(process.stdout, timeout_s) else ""
 
 
 def test_each_sigterm_reaches_the_child():
@@ -85,8 +92,7 @@ def test_one_line_says_when_the_app_first_answers_its_health_check():
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     try:
-        ready, _, _ = select.select([parent.stderr], [], [], 30)
-        assert ready and parent.stderr.readline().strip() == \
+        assert readable(parent.stderr, 30) and parent.stderr.readline().strip() == \
             f"tessera serve: ready (http://127.0.0.1:{port}/healthz answers 200)"
         parent.send_signal(signal.SIGTERM)
         assert next_line(parent) == "3"  # two 503s, one 200, and no poll after it

@@ -221,6 +221,27 @@ def usual_umask():
 
 
 @pytest.fixture(autouse=True)
+def services_closed(monkeypatch):
+    """Each ``Service`` a test made in this process is closed after it (``Service.close``): each held a pool of
+    task store connections, and a worker of ``make test`` reached descriptors over 1024, which ``select`` refuses
+    (CI: "filedescriptor out of range in select()" in a later test). Torn down after ``no_warm_up_left``."""
+    from serve.service import Service
+
+    made: list[Service] = []
+    init = Service.__init__
+
+    def recorded(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Service, "__init__", recorded)
+    yield
+    for service in made:
+        if hasattr(service, "pruner"):  # its __init__ got that far (a config error stops it before)
+            service.close()
+
+
+@pytest.fixture(autouse=True)
 def no_warm_up_left():
     """A ``Service`` warms up on a daemon thread (``serve.warm``) that imports torch and builds flows: one a test
     left running imported modules while the next test's setup iterated them (CI: "dictionary changed size during

@@ -1,0 +1,44 @@
+"""``Service.close`` (a replica's shutdown, through ``ModelAPI.__del__``) closes every connection of its task store
+and stops its threads: before, nothing closed them, and the tests' workers, which make hundreds of services, ran out
+of the descriptors ``select`` can watch."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from serve import service as service_module
+
+
+def open_files_named(name: str) -> list[str]:
+    """The paths this process holds open whose file name starts with ``name`` (``tasks.db``, ``tasks.db-wal``)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor listing the folder itself, closed meanwhile
+            continue
+        if Path(target).name.startswith(name):
+            held.append(target)
+    return held
+
+
+def test_a_closed_service_holds_no_task_store_file_and_no_thread(make_service):
+    service = make_service(task_retention_days=30)
+    service.store.task("no-such-task", "tessera")  # a read: the pool keeps its connection open
+    assert open_files_named("tasks.db"), "the store's connection holds its file while the service runs"
+    assert service_module.configured()
+    service.answers.pool.submit(lambda: None).result()  # an answer's thread started
+    answering = [t for t in threading.enumerate() if t.name.startswith("tessera-answer")]
+    assert answering
+
+    service.close()
+
+    assert open_files_named("tasks.db") == []
+    assert not service_module.configured()  # the app answers 503 service_not_configured, not from a closed store
+    service.pruner.thread.join(timeout=10)
+    assert not service.pruner.thread.is_alive()
+    for thread in answering:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
