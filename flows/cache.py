@@ -36,7 +36,7 @@ import pyarrow as pa
 from flows.cache_code import module_digests
 from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, later_layout, remove_cache_files, write_marker
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
-from flows.cache_prune import transaction
+from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
 from operators.errors import TesseraError
 
@@ -294,12 +294,9 @@ class StepCache:
     def drop(self, keys: Iterable[bytes]) -> None:
         """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""
         keys = list(keys)
-        if not keys:
-            return
-        with self._or_said(), transaction(self._conn()) as conn:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i:i + 500]
-                conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
+        if keys:
+            with self._or_said():
+                forget_calls(self._conn(), keys)
 
     # -- explanations -----------------------------------------------------------
 

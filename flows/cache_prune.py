@@ -133,11 +133,19 @@ def remove_old_calls(conn: sqlite3.Connection, cutoff: float) -> int:
             record = json.loads(meta)
             if isinstance(record.get("call"), dict) and float(record.get("saved") or 0) < cutoff:
                 old.append(key)
-    for i in range(0, len(old), 500):
-        chunk = old[i:i + 500]
-        with transaction(conn):
-            conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
+    forget_calls(conn, old)
     return len(old)
+
+
+def forget_calls(conn: sqlite3.Connection, keys: list[bytes]) -> None:
+    """Delete the entries of ``keys`` that store no rows (saved model calls), in one transaction, 500 keys a
+    statement (SQLite's limit on bound values was 999 before 3.32)."""
+    if not keys:
+        return
+    with transaction(conn):
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
 
 
 def remove_unfinished(data: Path) -> tuple[int, int]:
