@@ -237,23 +237,15 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
     if document.guessed_encoding is not None:
         warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
                         "(if its text looks wrong, save it as UTF-8 and send it again)")
-    elif (stray := _first_stray_byte(content)) is not None:  # UTF-8 with a few damaged bytes, as tessera ingest warns
-        warnings.append(f"{filename}: UTF-8 text with a byte that is not UTF-8 (0x{content[stray]:02x} at byte "
-                        f"{stray + 1}): read as UTF-8, each such byte as U+FFFD (if its text looks wrong, save it as "
-                        "UTF-8 and send it again)")
+    elif document.stray_byte is not None:  # UTF-8 with a few damaged bytes, as tessera ingest warns
+        at, value = document.stray_byte
+        warnings.append(f"{filename}: UTF-8 text with a byte that is not UTF-8 (0x{value:02x} at byte {at + 1}): "
+                        "read as UTF-8, each such byte as U+FFFD (if its text looks wrong, save it as UTF-8 and send "
+                        "it again)")
     if message := document.left_out_message(filename):
         warnings.append(message)
     return {"id": filename, "title": document.title or Path(filename).stem, "text": document.text,
             "metadata": {"path": filename, **document.fields}}
-
-
-def _first_stray_byte(content: bytes) -> int | None:
-    """Where the first byte that is not UTF-8 is in ``content`` (a text file read as UTF-8 all the same), or None."""
-    try:
-        content.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return err.start
-    return None
 
 
 def write_jsonl(path: Path, documents: list[Document]) -> None:

@@ -231,6 +231,8 @@ class FileDecoder:
     def __init__(self, path: str, encoding: str | None, *, lines: bool, head=None, op: Any = None):
         self.path, self.encoding, self.lines, self.head, self.op = path, encoding, lines, head, op
         self.guessed: str | None = None
+        #: The first byte that is not UTF-8 in UTF-8 text read all the same: (offset in what was decoded, value).
+        self.stray: tuple[int, int] | None = None
         self._guessed = False
         self._warned_stray = False
 
@@ -258,6 +260,8 @@ class FileDecoder:
                         "--encoding)", self.path, raw[err.start], "" if self.lines else f" at byte {err.start + 1}")
         warned.add(self.path)
         self._warned_stray = True
+        if self.stray is None:
+            self.stray = (err.start, raw[err.start])
 
     def _guess(self, raw: bytes, err: UnicodeDecodeError) -> str | None:
         """The file's guessed encoding: guessed once per file and source (a file read in byte ranges too)."""

@@ -13,7 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 from operators.errors import SourceError
 from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
@@ -28,19 +28,31 @@ SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
 _NOT_TEXT = {"Cc", "Cf", "Cs", "Cn"}  # control, format, surrogate and unassigned characters
 
 
-def decode_guessing(content: bytes, name: str, *, op: Any = None,
-                    encoding: str | None = None) -> tuple[str, str | None]:
+class Decoded(NamedTuple):
+    """A whole file's text, the encoding guessed for it (None: UTF-8, or the one given), and where UTF-8 text held
+    its first byte that is not UTF-8 (offset, value; None: it had none), which the service's upload tells its
+    client."""
+
+    text: str
+    guessed: str | None = None
+    stray: tuple[int, int] | None = None
+
+
+def decode_guessing(content: bytes, name: str, *, op: Any = None, encoding: str | None = None) -> Decoded:
     """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
-    guessed for it (``encoding.FileDecoder``: a warning names the file); and the encoding guessed (None: UTF-8, or
-    the one given), which the service's upload tells its client. Bytes it cannot read are a ``SourceError`` naming
-    the file and the first bad byte."""
+    guessed for it (``encoding.FileDecoder``: a warning names the file). Bytes it cannot read are a
+    ``SourceError`` naming the file and the first bad byte."""
+    bom = 0
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
-        content = content.removeprefix(codecs.BOM_UTF8)
+        bom = len(codecs.BOM_UTF8) if content.startswith(codecs.BOM_UTF8) else 0
+        content = content[bom:]
     if encoding is None and (wide := utf16_without_bom(content, name)) is not None:  # valid UTF-8, NULs and all
-        return wide
+        return Decoded(*wide)
     decoder = FileDecoder(name, encoding, lines=False, op=op)
     try:
-        return decoder(content), decoder.guessed
+        text = decoder(content)
+        stray = None if decoder.stray is None else (decoder.stray[0] + bom, decoder.stray[1])  # offset in the file
+        return Decoded(text, decoder.guessed, stray)
     except UnicodeDecodeError as err:
         hint = "save it as UTF-8" if op is None else "give its encoding (tessera ingest --encoding) or save it as UTF-8"
         raise SourceError(f"'{name}' is not {shown(encoding)} text ({err.reason}, at byte {err.start}); {hint}",
@@ -61,6 +73,8 @@ class TextFile:
     left_out: tuple[str, ...] = ()
     #: Why a Markdown file's front matter was not read (not valid YAML: it stays in the text), else None.
     front_matter_problem: str | None = None
+    #: The first byte of UTF-8 text that is not UTF-8, read as U+FFFD: (offset in the file, value), else None.
+    stray_byte: tuple[int, int] | None = None
 
     @property
     def has_text(self) -> bool:
@@ -86,17 +100,17 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     service's upload), and the front matter is not in its text; an HTML file's title is its ``<title>`` and its
     text that of its body; a plain text file has no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its
     bytes' (None: UTF-8, else a guess, ``decode_guessing``)."""
-    text, guessed = decode_guessing(content, name, op=op, encoding=encoding)
+    text, guessed, stray = decode_guessing(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
-        return TextFile(*html_text(text), guessed_encoding=guessed)
+        return TextFile(*html_text(text), guessed_encoding=guessed, stray_byte=stray)
     if suffix in MARKDOWN_SUFFIXES:
         fields, text, problem = front_matter(text)
         title = fields.pop("title", None)
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
         kept, left_out = metadata_fields(fields)
-        return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out), problem)
-    return TextFile(None, text, guessed_encoding=guessed)
+        return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out), problem, stray)
+    return TextFile(None, text, guessed_encoding=guessed, stray_byte=stray)
 
 
 # -- Markdown -------------------------------------------------------------------------------------------

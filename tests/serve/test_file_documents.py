@@ -6,6 +6,8 @@ file. Real files, no Ray."""
 
 from __future__ import annotations
 
+import codecs
+
 import pyarrow as pa
 import pytest
 
@@ -152,10 +154,12 @@ def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upl
         "doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, vector"]
 
 
-def test_a_stray_byte_in_utf8_text_is_a_warning_for_the_client_as_tessera_ingest_warns():
+@pytest.mark.parametrize("bom", [b"", codecs.BOM_UTF8], ids=["no-mark", "byte-order-mark"])
+def test_a_stray_byte_in_utf8_text_is_a_warning_for_the_client_as_tessera_ingest_warns(bom):
     """A byte that is not UTF-8 in UTF-8 text is read as U+FFFD; ``tessera ingest`` said so, the upload's answer did
-    not (only a file guessed to be in another encoding was said)."""
-    content = "caf\u00e9 caf\u00e9 caf\u00e9 stray ".encode() + b"\x92 byte"
+    not (only a file guessed to be in another encoding was said). The byte is counted in the file, its byte-order
+    mark too."""
+    content = bom + "caf\u00e9 caf\u00e9 caf\u00e9 stray ".encode() + b"\x92 byte"
     warnings: list[str] = []
     [uploaded] = file_documents("stray.txt", content, Limits(), warnings=warnings)
     assert uploaded["text"] == "caf\u00e9 caf\u00e9 caf\u00e9 stray \ufffd byte"
