@@ -21,6 +21,7 @@ import atexit
 import gc
 import importlib
 import os
+import shlex
 import signal
 import sys
 from typing import Callable, Sequence
@@ -73,6 +74,9 @@ class _Parser(argparse.ArgumentParser):
     and built the dataset's indices in a folder named NAME."""
 
     root = False
+    #: The option that takes what a user may give without one (``tessera ingest docs.jsonl`` for ``--source``), named
+    #: with the value when such a value is left over.
+    loose_values: str | None = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, allow_abbrev=False, **kwargs)
@@ -90,7 +94,9 @@ class _Parser(argparse.ArgumentParser):
 
         given = next((e.split("=", 1)[0] for e in extras if e.startswith("--")), None)
         if given is None:
-            return ""
+            loose = [e for e in extras if not e.startswith("-")]
+            return f" (did you mean {self.loose_values} {shlex.join([' '.join(loose)])}?)" if \
+                self.loose_values and loose else ""
         known = [option for option in self._option_string_actions if option.startswith("--")]
         close = [option for option in known if option.startswith(given)] or close_names(given, known)
         return f" ({did_you_mean(close)})" if close else ""

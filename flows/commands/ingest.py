@@ -86,6 +86,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser("ingest", parents=[common], help="ingest a corpus into an index (resumable)",
                             description=handle.__doc__)
     add_arguments(parser, default_executor="local")
+    parser.loose_values = "--source"
     parser.set_defaults(handler=handle)
 
 

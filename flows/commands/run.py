@@ -26,6 +26,7 @@ from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("run", parents=[common], help="run a flow over queries", description=handle.__doc__)
     add_arguments(parser, default_executor="local")
+    parser.loose_values = "--queries"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,11 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
      "tessera run: error: unrecognized arguments: --to 3 (did you mean '--top'?)"),
     (["run", "bm25", "-q", "x", "--indx", "sample"],
      "tessera run: error: unrecognized arguments: --indx sample (did you mean '--index'?)"),
+    # a value without its option: the option that takes it, with the value as it would be given
+    (["ingest", "docs.jsonl", "--index", "mine"],
+     "tessera ingest: error: unrecognized arguments: docs.jsonl (did you mean --source docs.jsonl?)"),
+    (["run", "bm25", "what", "is", "honey"],
+     "tessera run: error: unrecognized arguments: what is honey (did you mean --queries 'what is honey'?)"),
 ])
 def test_an_option_is_never_taken_for_a_longer_one_and_the_error_names_what_was_meant(capsys, tmp_path, monkeypatch,
                                                                                        argv, said):
