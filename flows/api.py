@@ -23,6 +23,7 @@ import inspect
 import numbers
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
@@ -296,13 +297,20 @@ def _dict_queries(queries: dict) -> pa.Table:
     return pa.table({"qid": qids, "query": pa.array(list(queries.values()), pa.string())})
 
 
-_caches: dict[Path, "StepCache"] = {}
+#: The step caches of the folders this process used last, most recent last: at most ``KEPT_CACHES``.
+_caches: "OrderedDict[Path, StepCache]" = OrderedDict()
 _caches_lock = threading.Lock()
+#: How many step caches (each an open database per thread that used it) a process keeps between runs.
+KEPT_CACHES = 8
 
 
 def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
     """The process's one ``StepCache`` of that folder: runs share it (and its connection per thread), rather
-    than each opening a database that stays open until garbage collection."""
+    than each opening a database that stays open until garbage collection. Only the ``KEPT_CACHES`` folders used
+    last are kept, and none that was deleted: a program that gave each run a folder of its own (a temporary one)
+    held three open files per folder for good, the deleted ones' disk space with them. A cache let go closes this
+    thread's connection now (Python's sqlite3 connections are freed by the cycle collector alone, not when the
+    last reference goes), another thread's when it is collected."""
     if cache is False or cache is None:
         return None
     if not isinstance(cache, (bool, str, os.PathLike)) or (isinstance(cache, str) and cache.strip().lower() in
@@ -315,8 +323,14 @@ def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
 
     root = (default_cache_dir() if cache is True else Path(cache)).absolute()
     with _caches_lock:
+        let_go = [_caches.pop(kept) for kept in list(_caches) if kept != root and not kept.is_dir()]
         if root not in _caches:
             _caches[root] = StepCache(root)
+        _caches.move_to_end(root)
+        while len(_caches) > KEPT_CACHES:
+            let_go.append(_caches.popitem(last=False)[1])
+        for old in let_go:
+            old.close()  # this thread's connection, where runs through this API open theirs
         return _caches[root]
 
 

@@ -5,8 +5,11 @@ deep inside (``os.fspath``, ``<`` between str and int) or a flow looked up by th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -237,3 +240,33 @@ def test_pandas_queries_categorical_or_empty_are_read(bm25_index):
     queries = pd.DataFrame({"qid": ["1", "2"], "query": pd.Categorical(["opera", "symphony"])})
     assert set(flow.run(queries, keep_history=False).table.column("qid").to_pylist()) == {"1", "2"}
     assert flow.run(pd.DataFrame({"qid": [], "query": []}), keep_history=False).table.num_rows == 0
+
+
+def open_cache_files() -> list[str]:
+    """The step-cache databases this process holds open (``index.sqlite`` and its ``-wal``/``-shm``)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the descriptor of the listing itself, gone meanwhile
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if "index.sqlite" in target:
+                held.append(target)
+    return held
+
+
+def test_runs_with_a_cache_folder_each_keep_a_few_databases_open_and_none_deleted(bm25_index, tmp_path):
+    """A program that gives each run a folder of its own (a temporary one, deleted after) held each folder's
+    database open for good: three files per run, the deleted ones' disk space with them, until the process ran out
+    of descriptors."""
+    from flows.api import KEPT_CACHES, Flow
+
+    flow = Flow.load("bm25", index=bm25_index)
+    before = len(open_cache_files())
+    for run in range(KEPT_CACHES + 4):
+        with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
+            assert flow.run("gothic cathedrals", cache=folder).table.num_rows
+    for run in range(KEPT_CACHES + 4):  # folders kept on disk: the last ones used stay open, no more
+        assert flow.run("gothic cathedrals", cache=tmp_path / f"kept{run}").table.num_rows
+        assert [held for held in open_cache_files() if held.endswith("(deleted)")] == []  # let go at the next run
+    assert len(open_cache_files()) - before <= 3 * KEPT_CACHES
+    again = flow.run("gothic cathedrals", cache=tmp_path / f"kept{KEPT_CACHES + 3}")  # the last: still kept
+    assert again.steps["bm25"].hits == 1
