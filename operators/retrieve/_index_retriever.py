@@ -12,7 +12,7 @@ each call ``shared_index`` stats the manifest (the ``Index``'s own check), drops
 manifest is gone, and opens anew one whose manifest has another creation time (a new index
 there, not a newer generation of the same); every ``SWEEP_EVERY_S`` it also stats the other
 cached manifests and drops those that are gone, so an index deleted and never named again is
-let go too. The retrievers hold no ``Index`` of their own:
+let go too, and only the ``KEPT_INDICES`` searched last stay open. The retrievers hold no ``Index`` of their own:
 they ask ``shared_index`` on each use, so a dropped one is freed once a search that runs on
 it ends. ``forget_index`` drops an entry at once (the process that deleted it).
 """
@@ -23,6 +23,7 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -36,8 +37,12 @@ from operators.filters import FilterError, MetadataFilter, apply_filter, evaluat
 from operators.tables import query_rows, set_ranking
 
 _lock = threading.Lock()
-#: resolved path -> (the Index, its manifest's creation time when it was opened)
-_indices: dict[str, tuple[Any, float]] = {}
+#: resolved path -> (the Index, its manifest's creation time when it was opened), the one searched last at the end
+_indices: "OrderedDict[str, tuple[Any, float]]" = OrderedDict()
+#: How many indices a process keeps open between searches (each holds its shards' BM25 and vectors in memory): a
+#: program or service that searched many indices kept every one loaded for good; one let go is opened again when
+#: a search names it.
+KEPT_INDICES = 32
 #: Seconds between two looks (a stat per cached index) for cached indices whose manifest is gone.
 SWEEP_EVERY_S = 30.0
 #: The query's columns a result row keeps from its query even where the index has a metadata column of that name
@@ -57,6 +62,8 @@ def shared_index(path: Path):
     _sweep(key)
     with _lock:
         entry = _indices.get(key)
+        if entry is not None:
+            _indices.move_to_end(key)
     if entry is not None:
         index, created = entry
         try:
@@ -72,6 +79,8 @@ def shared_index(path: Path):
         if entry is None:
             index = Index.open(key)
             entry = _indices[key] = (index, index.manifest.created_at)
+            while len(_indices) > KEPT_INDICES:
+                _indices.popitem(last=False)
         return entry[0]
 
 

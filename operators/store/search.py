@@ -27,24 +27,28 @@ from operators.store.snapshot import Hits, Snapshot
 PARALLEL_BM25_CELLS = 2_000_000
 
 
-class ShardPool:
-    """Threads for per-shard work, started on the first search that runs shards in parallel."""
+_threads: ThreadPoolExecutor | None = None
+_threads_lock = threading.Lock()
 
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
+
+class ShardPool:
+    """Per-shard work of one index on the process's threads for shard searches (at most 8, one per core), started
+    on the first search that runs shards in parallel. Every index shares them: a pool of each index's own, never
+    shut down, kept its threads for the life of the process, so a program that searched many indices held
+    threads by the hundred. (A shard's search runs no shard search of its own, so none waits on the pool.)"""
 
     def map(self, fn: Callable, items: list, parallel: bool = True) -> list:
-        """``fn(*item)`` for each item: on the pool (one task per shard) when ``parallel`` and there are several,
-        else in this thread."""
+        """``fn(*item)`` for each item: on the threads (one task per shard) when ``parallel`` and there are
+        several, else in this thread."""
+        global _threads
         if len(items) <= 1 or not parallel:
             return [fn(*item) for item in items]
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                                    thread_name_prefix="tessera-index")
-        return list(self._pool.map(lambda item: fn(*item), items))
+        if _threads is None:
+            with _threads_lock:
+                if _threads is None:
+                    _threads = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                                                  thread_name_prefix="tessera-index")
+        return list(_threads.map(lambda item: fn(*item), items))
 
 
 def check_k(k: int) -> None:

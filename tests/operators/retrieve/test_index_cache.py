@@ -108,3 +108,34 @@ def test_a_deleted_index_never_named_again_is_dropped_by_the_next_look(tmp_path,
     monkeypatch.setattr(cache, "SWEEP_EVERY_S", 0.0)
     cache.shared_index(kept)
     assert str(gone.resolve()) not in cache._indices and str(kept.resolve()) in cache._indices
+
+
+def two_shard_dense(path) -> None:
+    """A dense index (4-dim vectors, no model) of two shards, so a search runs them on the shard threads."""
+    import numpy as np
+
+    index = Index.create(path, IndexSettings(dim=4, bm25=False))
+    for part in ("a", "b"):
+        vectors = np.eye(4, dtype=np.float32)[:2] if part == "a" else np.eye(4, dtype=np.float32)[2:]
+        index.add(pa.table({"docno": [f"{part}1", f"{part}2"], "doc_id": [f"{part}1", f"{part}2"],
+                            "text": ["x", "y"], "vector": pa.array(list(vectors), pa.list_(pa.float32(), 4))}))
+
+
+def test_many_indices_searched_keep_a_bounded_cache_and_one_set_of_shard_threads(tmp_path):
+    """Each index had a pool of threads of its own, never shut down, and the cache kept every index searched: a
+    program that searched forty indices held forty pools and forty indices' shards."""
+    import threading
+
+    import numpy as np
+
+    paths = [tmp_path / f"idx{i}" for i in range(cache.KEPT_INDICES + 8)]
+    for path in paths:
+        two_shard_dense(path)
+        hits = cache.shared_index(path).search_dense(np.eye(4, dtype=np.float32)[[3]], k=2)
+        assert hits[0].docnos[0] == "b2"
+    assert len(cache._indices) <= cache.KEPT_INDICES
+    assert str(paths[0].resolve()) not in cache._indices and str(paths[-1].resolve()) in cache._indices
+    shard_threads = [t for t in threading.enumerate() if t.name.startswith("tessera-index")]
+    assert 0 < len(shard_threads) <= 8
+    again = cache.shared_index(paths[0])  # let go, opened again where a search names it
+    assert again.search_dense(np.eye(4, dtype=np.float32)[[0]], k=1)[0].docnos == ["a1"]
