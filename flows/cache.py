@@ -356,6 +356,8 @@ class StepCache:
         if not root.is_dir() or not is_cache_dir(root):
             raise CacheError(f"refusing to clear {root}: it is not a Tessera step cache (no {MARKER}); "
                              "nothing was deleted", field="cache_dir")
+        if refused := later_layout(root):  # its files are not this release's to know: the one that wrote it clears it
+            raise CacheError(f"refusing to clear {root}: {refused}; nothing was deleted", field="cache_dir")
         self.close()
         remove_cache_files(root)
         return True

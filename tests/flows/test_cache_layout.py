@@ -47,6 +47,8 @@ def test_a_later_layout_is_refused_and_left_as_it_was(tmp_path):
     assert "later Tessera" in err.value.message and err.value.field == "cache_dir"
     with pytest.raises(CacheError, match="later Tessera"):
         StepCache(root).prune(max_bytes=0)  # would evict the later release's files
+    with pytest.raises(CacheError, match="refusing to clear .*later Tessera.*nothing was deleted"):
+        StepCache(root).clear()  # deleted them all (tessera cache clear exited 0)
     assert _snapshot(root) == before
 
 
