@@ -17,6 +17,7 @@ from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_inge
 from flows.ingestion.embedder import Embedder, EmbedStopped
 from flows.ingestion.faults import Faults
 from flows.ingestion.job_params import check_job, job_mismatch, job_params
+from flows.ingestion.pending import resume_command
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
 from flows.ingestion.moved import earlier_key, last_path
 from flows.ingestion.plan import IngestPlan
@@ -142,7 +143,8 @@ class _Run:
             if shard.id in finished:
                 self.stager.discard(shard.id)
         todo = [s for s in shards if s.id not in finished]
-        check_job(self.path, self.stager.dir, job_params(self.job), mismatch, nothing_to_do=not todo)
+        check_job(self.path, self.stager.dir, job_params(self.job), mismatch, nothing_to_do=not todo,
+                  resume=resume_command(self.path, self.stager.key) if mismatch and todo else None)
         live = None if self.replace or not todo else refused.first_live(  # nothing to do: no ids to read
             self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key,
             self.delete_doc_ids | self.stager.retiring_ids)

@@ -37,10 +37,11 @@ def job_mismatch(staging: Path, key: str, ours: dict[str, Any], finished: set[st
 
 
 def check_job(index_path: Path, staging: Path, ours: dict[str, Any], mismatch: dict[str, tuple] | None, *,
-              nothing_to_do: bool) -> None:
+              nothing_to_do: bool, resume: str | None = None) -> None:
     """Chunking and encoder must stay those of the source's finished shards. With every shard finished nothing is
     made with the new ones (a default changed since the index was built: ``make demo`` again): said, and left.
-    Otherwise ``ours`` is recorded in job.json."""
+    Otherwise ``ours`` is recorded in job.json. ``resume``: the command that resumes with the finished shards'
+    params (``pending.unfinished``), named in the refusal."""
     from operators.atomic import write_bytes
 
     if mismatch is not None and nothing_to_do:
@@ -51,6 +52,7 @@ def check_job(index_path: Path, staging: Path, ours: dict[str, Any], mismatch: d
     if mismatch is not None:
         raise SettingsMismatchError(
             f"this source's finished shards were processed with other chunk/enrich/embed params "
-            f"(before, now) = {mismatch}; resume with the same ones, or ingest into a new index")
+            f"(before, now) = {mismatch}; resume with the same ones"
+            f"{f' ({resume} does, as tessera index info says)' if resume else ''}, or ingest into a new index")
     staging.mkdir(parents=True, exist_ok=True)
     write_bytes(staging / JOB_FILE, json.dumps(ours, sort_keys=True).encode())

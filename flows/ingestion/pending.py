@@ -76,6 +76,12 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     return found
 
 
+def resume_command(index_path: str | Path, key: str) -> str | None:
+    """The command that resumes the source staged under ``key`` with the params of its finished shards, or None
+    when it has nothing left to do."""
+    return next((record["resume"] for record in unfinished(index_path) if record["source_key"] == key), None)
+
+
 def _refusal(folder: Path, syncing: bool) -> dict[str, Any] | None:
     """The refusal of the source's last run (``flows.ingestion.refused``) with what lifts it, or None."""
     from flows.ingestion import refused

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 
-from flows.ingestion import ingest, load_spec
+from flows.ingestion import ingest, load_spec, pending
 from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.ledger import Ledger
 from operators.store import Index, IndexExistsError
@@ -232,9 +234,19 @@ def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30, c
     said = [r for r in caplog.records if "other chunk/enrich/embed params" in r.getMessage()]
     assert len(said) == 1 and getattr(said[0], "note", False) and "'chunk': (None, {" in said[0].getMessage()
     corpus30.write_text("".join(_lines(40)), encoding="utf-8")  # grown: a shard to make, with other params
-    with pytest.raises(SettingsMismatchError, match="chunk"):
+    with pytest.raises(SettingsMismatchError, match="chunk") as refused:
         ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
     assert len(Index.open(tmp_path / "idx").columns(["doc_id"])[1]) == 30  # refused before any commit
+    # the refusal names the command that resumes with the finished shards' params (an ingestion an older release
+    # began, whose default chunking has changed since, resumes so), and that command resumes it
+    resume = re.search(r"resume with the same ones \((tessera ingest .*) does, as tessera index info says\)",
+                       refused.value.message)
+    assert resume, refused.value.message
+    assert resume.group(1) == pending.unfinished(tmp_path / "idx")[0]["resume"]
+    from flows.commands import main
+
+    assert main(shlex.split(resume.group(1))[1:]) == 0
+    assert len(set(Index.open(tmp_path / "idx").columns(["doc_id"])[1].column("doc_id").to_pylist())) == 40
     lines = _lines(30)
     lines[3] = lines[3].replace('"text": "', '"text": "EDITED ')
     corpus30.write_text("".join(lines), encoding="utf-8")
