@@ -136,13 +136,18 @@ class StepCache:
         return None
 
     def _open(self) -> sqlite3.Connection:
-        """The database, or a ``CacheError`` that, for the default cache, names $TESSERA_HOME (where the path came
-        from) and the ways around it: every command that opens the step cache reports it the same way."""
+        with self._said_of_home():
+            return self._open_database()
+
+    @contextlib.contextmanager
+    def _said_of_home(self) -> Iterator[None]:
+        """A ``CacheError`` that, for the default cache, names $TESSERA_HOME (where the path came from) and the ways
+        around it: every command that opens the step cache reports it the same way."""
         from flows.store import default_cache_dir
         from operators.home import tessera_home
 
         try:
-            return self._open_database()
+            yield
         except CacheError as err:
             if self.root != default_cache_dir():
                 raise
@@ -313,7 +318,35 @@ class StepCache:
         if step:
             query += " AND step = ?"
             args.append(step)
-        return [{"step": s, **json.loads(e)} for s, e in self._conn().execute(query + " ORDER BY updated", args)]
+        with self._said_of_home(), self._reading() as conn:
+            rows = [] if conn is None else conn.execute(query + " ORDER BY updated", args).fetchall()
+        return [{"step": s, **json.loads(e)} for s, e in rows]
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection | None]:
+        """A connection that only reads the database, for what only reads it (``summary``, ``explain``: tessera cache
+        info and explain), closed after; None where there is no database yet. Opening it as a run does would add
+        this release's tables to an older release's cache and switch its journal, where reading promises to
+        change nothing (docs/compatibility.md)."""
+        if refused := later_layout(self.root) if self.root.is_dir() else None:
+            raise CacheError(f"cache directory {self.root}: {refused}", field="cache_dir")
+        database = (self.root / "index.sqlite").absolute()
+        if not database.is_file():
+            yield None
+            return
+        # query_only rather than mode=ro: a read-only connection to a WAL database leaves the -wal and -shm files
+        # it made behind, where this one, the last to close, removes them as a run's does
+        conn = sqlite3.connect(database, timeout=60)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            yield conn
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError) and "no such table" not in str(err):
+                raise  # a lock held too long, a disk error: not the file's fault
+            raise CacheError(f"{database} is not a step cache database ({err}): move it away, or give another "
+                             "--cache-dir", field="cache_dir") from None
+        finally:
+            conn.close()
 
     def summary(self) -> dict[str, Any] | None:
         """What the cache holds (``flows.cache_prune.summary``); None where no cache is (a run makes it). A folder
@@ -324,7 +357,10 @@ class StepCache:
             return None
         if not self.root.is_dir() or not is_cache_dir(self.root):
             raise CacheError(f"{self.root} is not a Tessera step cache (no {MARKER})", field="cache_dir")
-        return summary(self._conn(), self.root / "data")
+        with self._said_of_home(), self._reading() as conn, contextlib.closing(sqlite3.connect(":memory:")) as empty:
+            if conn is None:  # the marker alone: nothing stored yet
+                empty.executescript(_SCHEMA)
+            return summary(conn or empty, self.root / "data")
 
     def prune(self, *, max_bytes: int | None = None, older_than_s: float | None = None) -> dict[str, int]:
         """Evict stored outputs: every file unused for ``older_than_s`` seconds, then the least recently used

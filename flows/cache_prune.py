@@ -42,7 +42,10 @@ def parse_size(text: str) -> int:
 
 def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, float]]:
     """Every stored output file: (name, bytes, last use), least recently used first."""
-    known = {file: (size, used) for file, size, used in conn.execute("SELECT file, bytes, used FROM files")}
+    try:
+        known = {file: (size, used) for file, size, used in conn.execute("SELECT file, bytes, used FROM files")}
+    except sqlite3.OperationalError:  # an older release's cache, read as it is: no table of last uses yet
+        known = {}
     found = []
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(data):

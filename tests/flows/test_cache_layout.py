@@ -70,3 +70,22 @@ def test_the_command_line_says_it_in_one_line(tmp_path, tessera):  # noqa: F811 
     proc = tessera("run", str(spec), "-q", "honey bees", home=home, check=None)
     assert_one_line_error(proc, str(root), "layout 99", "later Tessera", "another cache folder")
     assert [p.name for p in root.iterdir()] == [MARKER]  # no database made in it
+
+
+def test_reading_a_cache_of_an_earlier_release_changes_nothing_in_it(tmp_path):
+    """An earlier release's cache (no ``files`` table of last uses: it came on 2026-11-30) read by tessera cache info
+    and explain: its files stay as they were. Opened as a run opens it, the table was added and the database's
+    -wal and -shm files were left beside it, where reading promises to change nothing (docs/compatibility.md)."""
+    import sqlite3
+
+    root = tmp_path / "cache"
+    _stored_cache(root)
+    with sqlite3.connect(root / "index.sqlite") as conn:
+        conn.execute("DROP TABLE files")  # as the earlier release made it: units and steps, in WAL mode
+    conn.close()
+    before = _snapshot(root)
+    held = StepCache(root).summary()
+    assert (held["units"], held["steps"], held["flows"]) == (2, 1, 1) and held["files"] == 1
+    [explained] = StepCache(root).explain("words")
+    assert explained["step"] == "words" and explained["op"] == "analyze.word_count"
+    assert _snapshot(root) == before

@@ -242,13 +242,14 @@ def test_pandas_queries_categorical_or_empty_are_read(bm25_index):
     assert flow.run(pd.DataFrame({"qid": [], "query": []}), keep_history=False).table.num_rows == 0
 
 
-def open_cache_files() -> list[str]:
-    """The step-cache databases this process holds open (``index.sqlite`` and its ``-wal``/``-shm``)."""
+def open_cache_files(under) -> list[str]:
+    """The step-cache databases under ``under`` this process holds open (``index.sqlite`` and its ``-wal``/``-shm``;
+    another test's in this worker are not this test's)."""
     held = []
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):  # the descriptor of the listing itself, gone meanwhile
             target = os.readlink(f"/proc/self/fd/{fd}")
-            if "index.sqlite" in target:
+            if "index.sqlite" in target and target.startswith(str(under)):
                 held.append(target)
     return held
 
@@ -260,13 +261,14 @@ def test_runs_with_a_cache_folder_each_keep_a_few_databases_open_and_none_delete
     from flows.api import KEPT_CACHES, Flow
 
     flow = Flow.load("bm25", index=bm25_index)
-    before = len(open_cache_files())
+    before = len(open_cache_files(tmp_path))
     for run in range(KEPT_CACHES + 4):
         with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
             assert flow.run("gothic cathedrals", cache=folder).table.num_rows
     for run in range(KEPT_CACHES + 4):  # folders kept on disk: the last ones used stay open, no more
         assert flow.run("gothic cathedrals", cache=tmp_path / f"kept{run}").table.num_rows
-        assert [held for held in open_cache_files() if held.endswith("(deleted)")] == []  # let go at the next run
-    assert len(open_cache_files()) - before <= 3 * KEPT_CACHES
+        deleted = [held for held in open_cache_files(tmp_path) if held.endswith("(deleted)")]
+        assert deleted == []  # each let go at the next run
+    assert len(open_cache_files(tmp_path)) - before <= 3 * KEPT_CACHES
     again = flow.run("gothic cathedrals", cache=tmp_path / f"kept{KEPT_CACHES + 3}")  # the last: still kept
     assert again.steps["bm25"].hits == 1
