@@ -34,7 +34,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from flows.cache_code import module_digests
-from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, later_layout, remove_cache_files, write_marker
+from flows.cache_folder import (MARKER, holds_other_files, is_cache_dir, later_layout, reading_connection,
+                                remove_cache_files, write_marker)
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
@@ -334,9 +335,7 @@ class StepCache:
         if not database.is_file():
             yield None
             return
-        # query_only rather than mode=ro: a read-only connection to a WAL database leaves the -wal and -shm files
-        # it made behind, where this one, the last to close, removes them as a run's does
-        conn = sqlite3.connect(database, timeout=60)
+        conn = reading_connection(database)
         try:
             conn.execute("PRAGMA query_only = ON")
             yield conn

@@ -88,3 +88,13 @@ def remove_cache_files(root: Path) -> None:
         (root / MARKER).unlink()
     with contextlib.suppress(OSError):
         root.rmdir()
+
+
+def reading_connection(database: Path) -> sqlite3.Connection:
+    """A connection to the cache's database that leaves its files as they are (``StepCache._reading``). Where a run
+    left its -wal file (a process's last connection was never closed), a read-only connection reads it and leaves
+    it: one that may write, the last to close, would fold it into the database. Where there is none, a read-only
+    connection would leave the -wal and -shm files it made behind, while one that may write and does not (the
+    caller sets query_only), the last to close, removes them."""
+    held = database.with_name(database.name + "-wal").exists()
+    return sqlite3.connect(f"{database.as_uri()}?mode=ro" if held else database, uri=held, timeout=60)

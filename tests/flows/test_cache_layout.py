@@ -89,3 +89,25 @@ def test_reading_a_cache_of_an_earlier_release_changes_nothing_in_it(tmp_path):
     [explained] = StepCache(root).explain("words")
     assert explained["step"] == "words" and explained["op"] == "analyze.word_count"
     assert _snapshot(root) == before
+
+
+def test_reading_a_cache_whose_last_run_left_its_wal_file_changes_nothing_in_it(tmp_path):
+    """A run whose process ended without closing its connection leaves what it stored in the -wal file; tessera cache
+    info then folded it into index.sqlite and removed the -wal and -shm files (the last connection to close)."""
+    import shutil
+
+    root = tmp_path / "cache"
+    writer = StepCache(root)
+    _run(writer)  # its connection stays open: the -wal file holds what it stored, as a process that ended left it
+    copy = tmp_path / "left"
+    shutil.copytree(root, copy)
+    writer.close()
+    assert (copy / "index.sqlite-wal").stat().st_size > 0
+
+    def stored() -> dict[str, bytes]:  # -shm holds no content, only SQLite's index of the -wal, which a reader rebuilds
+        return {name: data for name, data in _snapshot(copy).items() if not name.endswith("-shm")}
+
+    before = stored()
+    assert StepCache(copy).summary()["units"] == 2
+    assert StepCache(copy).explain("words")[0]["step"] == "words"
+    assert stored() == before and (copy / "index.sqlite-shm").exists()
