@@ -11,23 +11,24 @@ from pathlib import Path
 from serve import service as service_module
 
 
-def open_files_named(name: str) -> list[str]:
-    """The paths this process holds open whose file name starts with ``name`` (``tasks.db``, ``tasks.db-wal``)."""
+def open_files_named(name: str, under: Path) -> list[str]:
+    """The paths under ``under`` this process holds open whose file name starts with ``name`` (``tasks.db``,
+    ``tasks.db-wal``; another test's in this worker are not this test's)."""
     held = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:  # the descriptor listing the folder itself, closed meanwhile
             continue
-        if Path(target).name.startswith(name):
+        if Path(target).name.startswith(name) and target.startswith(str(under)):
             held.append(target)
     return held
 
 
-def test_a_closed_service_holds_no_task_store_file_and_no_thread(make_service):
+def test_a_closed_service_holds_no_task_store_file_and_no_thread(make_service, tmp_path):
     service = make_service(task_retention_days=30)
     service.store.task("no-such-task", "tessera")  # a read: the pool keeps its connection open
-    assert open_files_named("tasks.db"), "the store's connection holds its file while the service runs"
+    assert open_files_named("tasks.db", tmp_path), "the store's connection holds its file while the service runs"
     assert service_module.configured()
     service.answers.pool.submit(lambda: None).result()  # an answer's thread started
     answering = [t for t in threading.enumerate() if t.name.startswith("tessera-answer")]
@@ -35,7 +36,7 @@ def test_a_closed_service_holds_no_task_store_file_and_no_thread(make_service):
 
     service.close()
 
-    assert open_files_named("tasks.db") == []
+    assert open_files_named("tasks.db", tmp_path) == []
     assert not service_module.configured()  # the app answers 503 service_not_configured, not from a closed store
     service.pruner.thread.join(timeout=10)
     assert not service.pruner.thread.is_alive()
