@@ -23,7 +23,9 @@ def test_a_run_on_a_cluster_with_less_than_a_cpu_free_says_it_waits_and_why(ray_
         if free >= 1:  # an actor that keeps all but half a CPU, as a Serve replica keeps its share
             holder = ray.remote(num_cpus=free - 0.5)(Holder).remote()
             ray.get(holder.ready.remote(), timeout=60)
-            time.sleep(0.5)  # Ray's view of the resources lags the actor's start
+            seen = time.monotonic() + 10  # Ray's view of the resources lags the actor's start: 0.5 s was too
+            while ray.available_resources().get("CPU", 0.0) >= 1 and time.monotonic() < seen:  # short in CI
+                time.sleep(0.1)
         try:
             available = ray.available_resources()  # one reading for the check and the warning: another test's
             if available.get("CPU", 0.0) < 1:      # task that ended between two readings freed a CPU meanwhile
