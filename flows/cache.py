@@ -156,6 +156,11 @@ class StepCache:
                              f"{tessera_home()}) cannot be used: {err.message}; set TESSERA_HOME to a folder you "
                              "can write, or pass --cache-dir DIR or --no-cache", field="cache_dir") from None
 
+    def _refuse_later_layout(self) -> None:
+        """A ``CacheError`` naming the folder where a later release wrote this cache (``later_layout``)."""
+        if refused := later_layout(self.root):
+            raise CacheError(f"cache directory {self.root}: {refused}", field="cache_dir")
+
     def _open_database(self) -> sqlite3.Connection:
         root = self.root
         blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
@@ -165,9 +170,7 @@ class StepCache:
         if fresh and root.is_dir() and holds_other_files(root) and not (root / MARKER).is_file():
             raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
                              "new folder", field="cache_dir")
-        refused = later_layout(root) if root.is_dir() else None
-        if refused:
-            raise CacheError(f"cache directory {root}: {refused}", field="cache_dir")
+        self._refuse_later_layout()
         try:
             (root / "data").mkdir(parents=True, exist_ok=True)
             write_marker(root)
@@ -329,8 +332,7 @@ class StepCache:
         info and explain), closed after; None where there is no database yet. Opening it as a run does would add
         this release's tables to an older release's cache and switch its journal, where reading promises to
         change nothing (docs/compatibility.md)."""
-        if refused := later_layout(self.root) if self.root.is_dir() else None:
-            raise CacheError(f"cache directory {self.root}: {refused}", field="cache_dir")
+        self._refuse_later_layout()
         database = (self.root / "index.sqlite").absolute()
         if not database.is_file():
             yield None

@@ -37,10 +37,11 @@ def write_marker(root: Path) -> None:
 
 
 def later_layout(root: Path) -> str | None:
-    """Why this release cannot use the cache at ``root`` (its marker names another layout), or None."""
+    """Why this release cannot use the cache at ``root`` (its marker names another layout), or None (also where
+    ``root`` is no folder: what else is wrong there is its caller's to say)."""
     try:
         marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None  # a new folder, or a cache from before markers (layout 1)
     except (OSError, ValueError) as err:
         return f"its marker {root / MARKER} cannot be read ({err}); move the folder away, or give another one"
