@@ -14,6 +14,7 @@ import pytest
 from flows.cache import CacheError, StepCache
 from flows.cache_prune import parse_size, stored_files
 from operators.byte_sizes import format_bytes
+from tests.open_files import open_files
 
 QUERIES = ["gothic cathedrals", "classical music", "electric guitar", "fairy tales", "tower of pisa", "folk dance"]
 
@@ -124,30 +125,17 @@ def test_sizes_read_with_binary_units(text, size):
     assert parse_size(text) == size
 
 
-def open_under(*folders: Path) -> int:
-    """How many of this process's open files are in ``folders``: another thread of a test worker (a server a
-    test left running, a warm-up) may open files of its own meanwhile."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since it was listed
-            continue
-        count += any(target.startswith(f"{folder}{os.sep}") for folder in folders)
-    return count
-
-
 def test_runs_share_one_cache_and_leave_no_open_files_behind(filled, tmp_path):
     flow, root = filled
     caches = (root.resolve(), (tmp_path / "home" / "cache").resolve())
     gc.disable()
     try:
         flow.run(QUERIES[0], cache=root)
-        before = open_under(*caches)
+        before = len(open_files(*caches))
         for _ in range(30):
             flow.run(QUERIES[0], cache=True)  # the default folder ($TESSERA_HOME/cache), and this one
             flow.run(QUERIES[0], cache=root)
-        assert open_under(*caches) <= before + 3  # the default cache's database and its WAL files
+        assert len(open_files(*caches)) <= before + 3  # the default cache's database and its WAL files
     finally:
         gc.enable()
 

@@ -5,9 +5,7 @@ deep inside (``os.fspath``, ``<`` between str and int) or a flow looked up by th
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from flows.ingestion.errors import IngestError
 from operators.errors import SpecError
 from operators.store.errors import IndexStoreError
+from tests.open_files import open_files
 
 
 @pytest.fixture
@@ -243,15 +242,8 @@ def test_pandas_queries_categorical_or_empty_are_read(bm25_index):
 
 
 def open_cache_files(under) -> list[str]:
-    """The step-cache databases under ``under`` this process holds open (``index.sqlite`` and its ``-wal``/``-shm``;
-    another test's in this worker are not this test's)."""
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # the descriptor of the listing itself, gone meanwhile
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            if "index.sqlite" in target and target.startswith(str(under)):
-                held.append(target)
-    return held
+    """The step-cache databases under ``under`` this process holds open (``index.sqlite`` and its ``-wal``/``-shm``)."""
+    return [held for held in open_files(under) if "index.sqlite" in held]
 
 
 def test_runs_with_a_cache_folder_each_keep_a_few_databases_open_and_none_deleted(bm25_index, tmp_path):

@@ -4,25 +4,17 @@ of the descriptors ``select`` can watch."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from serve import service as service_module
+from tests.open_files import open_files
 
 
 def open_files_named(name: str, under: Path) -> list[str]:
     """The paths under ``under`` this process holds open whose file name starts with ``name`` (``tasks.db``,
-    ``tasks.db-wal``; another test's in this worker are not this test's)."""
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the descriptor listing the folder itself, closed meanwhile
-            continue
-        if Path(target).name.startswith(name) and target.startswith(str(under)):
-            held.append(target)
-    return held
+    ``tasks.db-wal``)."""
+    return [held for held in open_files(under) if Path(held).name.startswith(name)]
 
 
 def test_a_closed_service_holds_no_task_store_file_and_no_thread(make_service, tmp_path):
