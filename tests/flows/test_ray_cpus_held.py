@@ -21,10 +21,9 @@ def test_a_run_on_a_cluster_with_less_than_a_cpu_free_says_it_waits_and_why(ray_
         free = ray.available_resources().get("CPU", 0.0)
         holder = None
         if free >= 1:  # an actor that keeps all but half a CPU, as a Serve replica keeps its share
-            holder = ray.remote(num_cpus=free - 0.5)(Holder).remote()
-            ray.get(holder.ready.remote(), timeout=60)
-            seen = time.monotonic() + 10  # Ray's view of the resources lags the actor's start: 0.5 s was too
-            while ray.available_resources().get("CPU", 0.0) >= 1 and time.monotonic() < seen:  # short in CI
+            holder = held_all_but_half_a_cpu(ray, free)
+            seen = time.monotonic() + 10  # Ray's view of the resources lags the actor's start
+            while ray.available_resources().get("CPU", 0.0) >= 1 and time.monotonic() < seen:
                 time.sleep(0.1)
         try:
             available = ray.available_resources()  # one reading for the check and the warning: another test's
@@ -43,6 +42,24 @@ def test_a_run_on_a_cluster_with_less_than_a_cpu_free_says_it_waits_and_why(ray_
     while ray.available_resources().get("CPU", 0.0) < 1 and time.monotonic() < deadline:  # test's actors hold them)
         time.sleep(0.2)
     assert (warn_when_no_cpu_free() is None) == (ray.available_resources().get("CPU", 0.0) >= 1)
+
+
+def held_all_but_half_a_cpu(ray, free: float):
+    """A ``Holder`` keeping all of the cluster's CPUs but half of one, placed once the short tasks that hold some now
+    end; where something keeps them longer, all but half of the ``free`` ones. Sized by what was free alone, the
+    holder left a CPU to a task that an earlier test left behind, which took it and gave it back by turns, so the
+    cluster showed a CPU free at each of five readings (CI)."""
+    from ray.exceptions import GetTimeoutError
+
+    holder = ray.remote(num_cpus=ray.cluster_resources()["CPU"] - 0.5)(Holder).remote()
+    try:
+        ray.get(holder.ready.remote(), timeout=20)
+        return holder
+    except GetTimeoutError:
+        ray.kill(holder)
+    holder = ray.remote(num_cpus=free - 0.5)(Holder).remote()
+    ray.get(holder.ready.remote(), timeout=60)
+    return holder
 
 
 class Holder:
