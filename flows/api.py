@@ -172,11 +172,12 @@ class Flow:
 
     @classmethod
     def load(cls, source: "str | os.PathLike | dict | FlowSpec | Flow", *,
-             index: "Index | str | os.PathLike | None" = None) -> "Flow":
+             index: "Index | str | os.PathLike | None" = None, params: "dict[str, Any] | None" = None) -> "Flow":
         """A built-in or saved flow name, a spec file, YAML/JSON text, a dict, a ``FlowSpec`` or a ``Flow`` (its spec
         as it was loaded, before ``index``: the same flow over another index).
 
-        ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do).
+        ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do). ``params`` sets
+        steps' params, named ``STEP.PARAM``: ``{"dense.k": 50, "answer.model": "gemma2"}`` (``tessera run --set``).
         """
         if isinstance(source, FlowSpec):
             spec = source
@@ -196,6 +197,13 @@ class Flow:
             from operators.store.layout import check_index_exists
 
             check_index_exists(index)  # Index.open's error now, not the first search's
+        if params is not None:
+            from flows.param_settings import with_settings
+
+            if not isinstance(params, dict):
+                raise SpecError(f"params is a dict {{'STEP.PARAM': value}}; got {type(params).__name__} "
+                                f"{short_repr(params)}", field="params")
+            spec = with_settings(spec, params)
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property

@@ -77,6 +77,9 @@ class _Parser(argparse.ArgumentParser):
     #: The option that takes what a user may give without one (``tessera ingest docs.jsonl`` for ``--source``), named
     #: with the value when such a value is left over.
     loose_values: str | None = None
+    #: What to say of an option the command does not have but a user reaches for (``tessera ingest --model``):
+    #: {option: where that setting lives}.
+    missing_options: dict[str, str] = {}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, allow_abbrev=False, **kwargs)
@@ -97,8 +100,12 @@ class _Parser(argparse.ArgumentParser):
             loose = [e for e in extras if not e.startswith("-")]
             return f" (did you mean {self.loose_values} {shlex.join([' '.join(loose)])}?)" if \
                 self.loose_values and loose else ""
+        if given in self.missing_options:
+            return f" ({self.missing_options[given]})"
         known = [option for option in self._option_string_actions if option.startswith("--")]
-        close = [option for option in known if option.startswith(given)] or close_names(given, known)
+        # compared without the dashes every option has: '--model' came out close to '--help' by them
+        close = [option for option in known if option.startswith(given)] or \
+            [f"--{name}" for name in close_names(given[2:], [option[2:] for option in known])]
         return f" ({did_you_mean(close)})" if close else ""
 
 

@@ -282,10 +282,18 @@ def report(args: Any, data: dict[str, Any], text: str) -> None:
         print(text, flush=True)
 
 
-def load_flow(source: str, *, index: str | None = None, given: str | None = None):
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set STEP.PARAM=VALUE``, repeatable: a step's param for this run (``flows.param_settings``)."""
+    parser.add_argument("--set", metavar="STEP.PARAM=VALUE", action="append",
+                        help="set a step's param for this run, its value read as YAML (--set dense.k=50 "
+                        "--set answer.model=gemma2); repeat it for several")
+
+
+def load_flow(source: str, *, index: str | None = None, given: str | None = None, settings: list[str] | None = None):
     """Build a flow from a path/name/text; a mosaicRAG request also yields its query.
 
-    ``index`` fills the ``index`` param of every retrieval step that leaves it unset. ``given``, the ``--index``
+    ``settings``: ``--set``'s ``STEP.PARAM=VALUE`` texts. ``index`` fills the ``index`` param of every retrieval step
+    that leaves it unset. ``given``, the ``--index``
     the user typed: when no step leaves it unset that option would be ignored, so it is an error naming why
     (a flow that names its own index, or reads none)."""
     from flows.spec import load_request
@@ -296,6 +304,10 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
     except SpecError as err:  # its field is the spec's ('index' at its top level), not the option of that name
         err.in_spec = True
         raise
+    if settings:  # before --index: a setting may name a step's own index
+        from flows.param_settings import with_settings
+
+        spec = with_settings(spec, settings, field="set")
     if index is not None and spec.unset_index_steps():
         spec = spec.with_index(index)
     elif given is not None:

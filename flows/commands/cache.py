@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from flows.commands._support import (EXIT_OK, add_cache_dir_argument, console, escape, load_flow, print_json, report,
-                                     show_help)
+from flows.commands._support import (EXIT_OK, add_cache_dir_argument, add_set_argument, console, escape, load_flow,
+                                     print_json, report, show_help)
 from operators.byte_sizes import format_bytes
 from operators.errors import SpecError
 
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
     c_explain.add_argument("--index", metavar="NAME_OR_PATH",
                            help="the index the flow ran with (tessera run --index): it is part of the step keys")
+    add_set_argument(c_explain)  # a run's --set changes its steps' keys: explain that run
     add_cache_dir_argument(c_explain)
     c_explain.add_argument("--json", action="store_true", help="print JSON")
     c_explain.add_argument("--verbose", "-v", action="store_true",
@@ -97,7 +98,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
 def _cmd_cache_explain(args: argparse.Namespace) -> int:
     from operators.store.layout import check_index_exists
 
-    flow, _ = load_flow(args.flow, index=args.index, given=args.index)
+    flow, _ = load_flow(args.flow, index=args.index, given=args.index, settings=args.set)
     if args.index:  # the flow reads it (load_flow refused it otherwise): a typo is said, as tessera run says it
         check_index_exists(args.index)
     root = _cache_root(args)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._results import print_answer_notes
-from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
-                                     refuse_cache_dir_without_cache, step_cache)
+from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument, console, escape,
+                                     load_flow, refuse_cache_dir_without_cache, step_cache)
 from flows.query_limits import check_length, max_query_chars
 from operators.errors import SpecError
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--model", metavar="ALIAS",
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
+    add_set_argument(parser)
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     add_cache_dir_argument(parser)
     parser.add_argument("--json", action="store_true", help="for scripts: one JSON line per answer on stdout "
@@ -134,7 +135,7 @@ def _answering_flow(args: argparse.Namespace) -> Any:
     index = args.index
     if index is None and (Path(DEMO_INDEX) / "manifest.json").is_file():
         index = DEMO_INDEX
-    flow, _ = load_flow(args.flow, index=index, given=args.index)
+    flow, _ = load_flow(args.flow, index=index, given=args.index, settings=args.set)
     if not any(op.name == ANSWER_OP for op in flow.operators.values()):
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
                        "or a flow of your own that answers", field="flow")

@@ -87,6 +87,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                             description=handle.__doc__)
     add_arguments(parser, default_executor="local")
     parser.loose_values = "--source"
+    in_spec = ("set by the ingest spec: --spec ingest_static embeds with the static model, and a spec file of your "
+               "own (a copy of flows/specs/ingest.yaml) sets any model, chunk size or overlap")
+    parser.missing_options = dict.fromkeys(("--model", "--embedder", "--encoder", "--chunk-size", "--overlap"),
+                                           f"the encoder and the chunking are {in_spec}")
     parser.set_defaults(handler=handle)
 
 

@@ -18,15 +18,20 @@ from pathlib import Path
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, check_job_paths, console, escape,
-                                     TableRows, load_flow, positive_int, print_json, refuse_cache_dir_without_cache,
-                                     step_cache)
+from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument, check_job_paths,
+                                     console, escape, TableRows, load_flow, positive_int, print_json,
+                                     refuse_cache_dir_without_cache, step_cache)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("run", parents=[common], help="run a flow over queries", description=handle.__doc__)
     add_arguments(parser, default_executor="local")
     parser.loose_values = "--queries"
+    steps = "tessera flows show FLOW lists its steps"
+    parser.missing_options = {
+        **dict.fromkeys(("--model", "--llm"), f"a step's model is one of its params: --set STEP.model=NAME; {steps}"),
+        **dict.fromkeys(("--k", "--top-k", "--topk"), "--top N shows N rows a query, and a step's k is one of its "
+                        f"params: --set STEP.k=N; {steps}")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         "(a path, or a name under $TESSERA_HOME/indices)")
     parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv), "
                         "or its ranking as a TREC run file (.trec or .run: qid Q0 docno rank score tag)")
+    add_set_argument(parser)
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     add_cache_dir_argument(parser)
     parser.add_argument("--top", type=positive_int, metavar="N",
@@ -95,7 +101,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from operators.store.layout import check_index_exists
 
     index = args.index and uris.local_path(args.index, "index")
-    flow, mosaic_query = load_flow(args.flow, index=index, given=args.index)
+    flow, mosaic_query = load_flow(args.flow, index=index, given=args.index, settings=args.set)
     if index:  # the flow reads it (load_flow refused it otherwise): Index.open's error now, not the first search's
         check_index_exists(index)
     if (queries_file is not None or texts) and query_step(flow) is None:  # as an unused --index is refused

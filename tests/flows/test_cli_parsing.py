@@ -42,6 +42,16 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
      "tessera ingest: error: unrecognized arguments: docs.jsonl (did you mean --source docs.jsonl?)"),
     (["run", "bm25", "what", "is", "honey"],
      "tessera run: error: unrecognized arguments: what is honey (did you mean --queries 'what is honey'?)"),
+    # closeness is of the names, not of the two dashes every option has ('--model' was close to '--help')
+    (["run", "bm25", "-q", "x", "--quite"], "tessera run: error: unrecognized arguments: --quite (did you mean "
+     "'--quiet'?)"),
+    (["run", "bm25", "-q", "x", "--mode", "m"], "tessera run: error: unrecognized arguments: --mode m"),
+    # an option a user reaches for that the command has not: where that setting is
+    (["run", "rag", "-q", "x", "--model", "gemma2"], "tessera run: error: unrecognized arguments: --model gemma2 (a "
+     "step's model is one of its params: --set STEP.model=NAME; tessera flows show FLOW lists its steps)"),
+    (["ingest", "--index", "mine", "--model", "m"], "tessera ingest: error: unrecognized arguments: --model m (the "
+     "encoder and the chunking are set by the ingest spec: --spec ingest_static embeds with the static model, and a "
+     "spec file of your own (a copy of flows/specs/ingest.yaml) sets any model, chunk size or overlap)"),
 ])
 def test_an_option_is_never_taken_for_a_longer_one_and_the_error_names_what_was_meant(capsys, tmp_path, monkeypatch,
                                                                                        argv, said):
