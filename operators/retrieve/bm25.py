@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams
+
+log = logging.getLogger(__name__)
 
 
 class BM25Retriever(IndexRetriever):
@@ -30,4 +34,24 @@ class BM25Retriever(IndexRetriever):
         pass
 
     def search(self, texts, k, where):
-        return self.index.search_bm25(texts, k, where=where)
+        hits = self.index.search_bm25(texts, k, where=where)
+        self._note_termless([text for text, found in zip(texts, hits) if len(found) == 0])
+        return hits
+
+    def _note_termless(self, unfound: list[str]) -> None:
+        """Say why a query found nothing when the reason is its own words: every one a stopword of the index or
+        shorter than a term, so BM25 had nothing to look for ("the of and"). Without it such a query read as
+        "no results", as if the index lacked the subject."""
+        from operators.store.bm25 import tokenize_queries
+
+        if not unfound:
+            return
+        settings = self.index.settings
+        termless = [text for text, tokens in zip(unfound, tokenize_queries(unfound, settings)) if not tokens]
+        if termless:
+            stopwords = settings.stopwords if isinstance(settings.stopwords, str) else "the index's list"
+            more = len(termless) - 1
+            others = f" (and {more} more {'query' if more == 1 else 'queries'})" if more else ""
+            log.warning("%s: BM25 found nothing for %r%s: it has no word BM25 searches for, each one a stopword "
+                        "(stopwords: %s) or a single character", self.step_id, termless[0][:80], others,
+                        stopwords or "none", extra={"note": True})

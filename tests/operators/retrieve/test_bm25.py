@@ -160,3 +160,20 @@ def test_a_restored_copy_that_commits_the_same_generation_is_another_cache_key(t
     assert Index.open(path).delete(doc_ids=[second]) == 1
     assert Index.open(path).generation == 2
     assert step_key(create("retrieve.bm25", {"index": str(path)})) != deleted_first
+
+
+def test_a_query_of_stopwords_alone_is_said_to_have_nothing_to_search_for(bm25_index, caplog):
+    """'the of and' found nothing and read as "no results", as if the index lacked the subject."""
+    op = create("retrieve.bm25", {"index": str(bm25_index), "k": 5}, step_id="words")
+    with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
+        out = op(pa.table({"qid": ["1", "2", "3", "4"], "query": ["the of and", "honey", "a", "zzqx unheardof"]}))
+    assert out.num_rows > 0 and set(out.column("qid").to_pylist()) == {"2"}
+    notes = [r for r in caplog.records if r.name == "operators.retrieve.bm25"]
+    assert [r.getMessage() for r in notes] == [
+        "words: BM25 found nothing for 'the of and' (and 1 more query): it has no word BM25 searches for, each one "
+        "a stopword (stopwords: en) or a single character"]
+    assert notes[0].note  # a note: --quiet hides it
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
+        op(pa.table({"qid": ["1"], "query": ["zzqx unheardof"]}))  # its words are terms, in no document
+    assert not [r for r in caplog.records if r.name == "operators.retrieve.bm25"]
