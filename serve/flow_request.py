@@ -31,6 +31,9 @@ class FlowRequest(BaseModel):
     top_k: int | None = Field(None, gt=0, strict=True, description="Keep the best top_k rows per query of a flow "
                               "that ranks (retrieval steps fetch at least that many); default: every row the flow "
                               "gives.")
+    params: dict[str, Any] | None = Field(None, description="Steps' params for this request, named STEP.PARAM "
+                                          "(`{\"dense.k\": 50, \"answer.model\": \"gemma2\"}`), as "
+                                          "`tessera run --set` sets them.")
 
     @field_validator("flow", mode="before")
     @classmethod

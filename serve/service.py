@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
+from flows.param_settings import with_settings
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.json_tree import json_kind
@@ -158,6 +159,8 @@ class Service(FlowResolution):
         if request.query is not None and request.queries is not None:
             raise SpecError("give query or queries, not both", field="queries")
         spec, built = self.resolve_flow(request.flow, tenant, search=search), None
+        if request.params:  # before every check below: a setting is checked as the spec's own params are
+            spec = with_settings(spec, request.params)
         check_step_count(spec, self.limits)  # before a build: a flow's every step is built and checked
         if search:  # built here to refuse a flow that reads documents; the top_k cut reads the same build
             built = spec.build()
