@@ -175,7 +175,8 @@ def handle(args: argparse.Namespace) -> int:
     if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
         from flows.ingestion.errors import NothingIngestedError
 
-        print(f"tessera: error: {NothingIngestedError(r, retry).message}", file=sys.stderr, flush=True)
+        again = "this command again with --text-field COLUMN"
+        print(f"tessera: error: {NothingIngestedError(r, retry, again).message}", file=sys.stderr, flush=True)
         return EXIT_INTERNAL
     if r.failures or r.open_failures:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
