@@ -247,7 +247,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type or "flat",
         encoder=args.encoder or "all-MiniLM-L6-v2")
     # an unreadable file or a missing encoder creates nothing
-    chunks = _chunks(settings, args.file, args.skip_bad_lines)
+    chunks = _chunks(settings, args.file, args.skip_bad_lines, adding_to=index)
     shard_id = new_shard_id("add")
     created = index is None
     if index is None:

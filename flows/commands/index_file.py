@@ -61,10 +61,11 @@ def _logged_as(path: str, label: str):
     return rewritten_logs("operators.sources", renamed)
 
 
-def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None) -> pa.Table:
+def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None, adding_to=None) -> pa.Table:
     """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense; ``kept_from``
     (``update``: the index's path), a record whose text that index holds for its id keeps its vector
-    (``_embedded``)."""
+    (``_embedded``); ``adding_to`` (``add``: the index, if there is one), ids live there already are refused before
+    anything is embedded, as the commit would refuse them after."""
     from operators.errors import SourceError
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
@@ -81,6 +82,8 @@ def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = No
         if docs.num_rows == 0:
             raise CliError(f"{file} holds no documents", field="FILE")
         _refuse_repeated_ids(docs, path, _label(file))
+    if adding_to is not None:
+        _refuse_live_ids(docs, adding_to)
     docs = docs.append_column("doc_id", docs.column("docno"))
     return _embedded(docs, settings, kept_from) if settings.dense else docs
 
@@ -117,6 +120,16 @@ def _embedded(docs: pa.Table, settings, kept_from: str | None) -> pa.Table:
         vectors[rest] = embed.encode([texts[i] for i in rest])
     docs = set_column(docs, "vector", vectors_to_arrow(vectors))
     return set_column(docs, KEPT, pa.array(np.isin(rows, kept)))
+
+
+def _refuse_live_ids(docs: pa.Table, index) -> None:
+    """Ids the index holds already: an add would embed the whole file, then have its commit refused."""
+    live = index.live_doc_ids()
+    clash = [d for d in docs.column("docno").to_pylist() if d in live]
+    if clash:
+        raise CliError(f"document(s) {clash[:5]} ({len(clash)} in all) are already live in {index.path}; nothing was "
+                       "embedded or written: replace them with `tessera index update` (or add them under other ids)",
+                       field="FILE")
 
 
 def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:

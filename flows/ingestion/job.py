@@ -166,7 +166,7 @@ class _Run:
                 run_shards(self.job, order, commit, embed_options=self.plan.embed_options,
                            on_embedded=tracker.embedded, prepare_actors=self.plan.chunk_concurrency)
         if live is not None:
-            refused.record(self.stager.dir, *live)
+            refused.record_or_forget(self.stager.dir, *live, committed=bool(self.stager.own(self.finished())))
             raise refused.moved_and_changed(live[1], self.plan.read, self.path, finished) if self.stager.sync and \
                 not source_shards(self.stager.key, finished) else refused.in_ingestion_terms(live[1], self.stager.sync)
         resync.finish(self)  # with sync: the documents the source no longer has go

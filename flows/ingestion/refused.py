@@ -10,6 +10,7 @@ resume that would fail the same way. The next ingest of the source removes the r
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -37,6 +38,17 @@ def record(folder: Path, shard: str, error: BaseException) -> None:
     field = error.field
     reason = error.detail  # what to do is said by ``advice``, in the ingestion's own terms
     write_bytes(folder / REFUSED_FILE, json.dumps({"shard": shard, "field": field, "reason": reason}).encode())
+
+
+def record_or_forget(folder: Path, shard: str, error: BaseException, *, committed: bool) -> None:
+    """Record the refusal of a source some of whose shards the index holds (``committed``); forget a source none of
+    whose shards it holds: nothing of it is in the index, so it is no unfinished ingestion for every later search and
+    ``index info`` to warn of (a glob of files already ingested under their folder), and ingesting it again stages
+    it again."""
+    if committed:
+        record(folder, shard, error)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def read(folder: Path) -> dict[str, Any] | None:
@@ -87,8 +99,8 @@ def in_ingestion_terms(error: CommitError, sync: bool = False) -> CommitError:
     ``tessera index update``): the run is an ingest (a sync, ``sync``)."""
     if error.field not in _REPLACEABLE:
         return error
-    return CommitError(error.detail, advice=SYNC_ADVICE if sync else "give the documents other ids, or ingest with "
-                       "replace=True (tessera ingest --replace) to replace the index's copies", field=error.field)
+    return CommitError(error.detail, advice=SYNC_ADVICE if sync else "give the documents other ids, or replace the "
+                       "index's copies: tessera ingest --replace (in Python, replace=True)", field=error.field)
 
 
 def moved_and_changed(error: CommitError, op: Any, index_path: Path, finished: set[str]) -> CommitError:

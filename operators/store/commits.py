@@ -63,8 +63,8 @@ def live_refusal(shard_id: str, doc_ids: Iterable[Any], path: Path, field: str) 
     """The refusal of shard ``shard_id``, whose documents ``doc_ids`` are live in the index at ``path`` already."""
     clash = list(dict.fromkeys(str(d) for d in doc_ids))
     return CommitError(f"shard {shard_id!r}: document(s) {clash[:5]} ({len(clash)} in all) are already live in "
-                       f"{path}", field=field, advice="replace them with Index.upsert (on the command line: "
-                       "`tessera index update`, or `tessera ingest --replace`)")
+                       f"{path}", field=field, advice="replace them with `tessera index update FILE` or `tessera "
+                       "ingest --replace` (in Python, Index.upsert)")
 
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],

@@ -48,7 +48,8 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
                                            {"id": "d1", "text": "the quick brown fox again"}])
     assert _ingest(second, index) == 2  # shard 0 (d3) commits, shard 1 (d1) is refused
     said = capsys.readouterr().err  # in the ingest's terms, not the index's (Index.upsert, tessera index update)
-    assert "document(s) ['d1'] (1 in all) are already live" in said and "(tessera ingest --replace)" in said
+    assert "document(s) ['d1'] (1 in all) are already live" in said and \
+        "replace the index's copies: tessera ingest --replace (in Python, replace=True)" in said
     assert "upsert" not in said and "index update" not in said
 
     [record] = _unfinished(capsys, index)
@@ -90,6 +91,24 @@ def test_the_shards_from_the_first_live_id_on_are_refused_before_any_work_on_the
     planned = [e for e in events if e.stage == "ingest"]
     assert {(e.docs_total, e.shards_total) for e in planned} == {(2, 2)}  # d3 and d4, not d1 nor d5
     assert sorted(Index.open(index).live_doc_ids()) == ["d1", "d3", "d4"]
+
+
+def test_a_source_refused_before_any_of_it_commits_leaves_no_unfinished_ingestion(tmp_path, capsys, monkeypatch):
+    """A glob of files already ingested under their folder: refused (their ids are live), and then every search and
+    ``index info`` warned of an unfinished, refused ingestion, which only --replace (embedding them again) or
+    deleting ``_ingest/`` by hand made go away. Nothing of it is in the index, so nothing is left to finish."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index, folder = tmp_path / "idx", tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\nBees make honey.\n")
+    (folder / "c.txt").write_text("Opera houses.\n")
+    one_shard = ["--index", str(index), "--executor", "local", "--no-dense", "--quiet"]
+    assert main(["ingest", "--source", str(folder), *one_shard]) == 0
+    assert main(["ingest", "--source", f"{folder}/*.md", *one_shard]) == 2
+    assert "['a.md'] (1 in all) are already live" in capsys.readouterr().err
+    assert _unfinished(capsys, index) == []
+    warnings, found = _search(capsys, index, "opera")
+    assert warnings == [] and found == ["c.txt"]
 
 
 def test_a_document_added_after_the_check_is_refused_by_the_commit(tmp_path, capsys, monkeypatch):

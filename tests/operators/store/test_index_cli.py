@@ -175,6 +175,31 @@ def test_failed_add_leaves_no_shard_folder(tmp_path, sample_docs, capsys):
     assert Index.open(idx).uncommitted() == []
 
 
+def test_an_add_of_ids_the_index_holds_is_refused_before_anything_is_embedded(tmp_path, sample_docs, capsys,
+                                                                             monkeypatch):
+    """It embedded the whole file (minutes for a large one), and then the commit refused it."""
+    from flows.commands import index_file
+    from operators.embed.sentence_transformer import vectors_to_arrow
+    from operators.store import IndexSettings
+
+    idx = tmp_path / "idx"
+    docs = pa.table({"docno": [d["_id"] for d in sample_docs[:10]], "doc_id": [d["_id"] for d in sample_docs[:10]],
+                     "text": [d["text"] for d in sample_docs[:10]],
+                     "vector": vectors_to_arrow(np.eye(10, 384, dtype=np.float32))})
+    Index.create(idx, IndexSettings(dim=384)).add(docs)  # a dense index of MiniLM's width, no model loaded
+
+    def not_embedded(*args, **kwargs):
+        raise AssertionError("the file was embedded")
+
+    monkeypatch.setattr(index_file, "_embedded", not_embedded)
+    capsys.readouterr()
+    assert main(["index", "add", str(idx), _write(tmp_path / "b.jsonl", sample_docs[5:15])]) == 2
+    err = capsys.readouterr().err
+    assert f"(5 in all) are already live in {idx}; nothing was embedded or written: replace them with `tessera index " \
+        "update`" in err, err
+    assert len(Index.open(idx)) == 10
+
+
 def test_info_verifies_the_shards_and_names_the_damaged_one(tmp_path, sample_docs, capsys):
     idx = tmp_path / "idx"
     for n, part in enumerate((sample_docs[:10], sample_docs[10:20], sample_docs[20:30])):
@@ -207,7 +232,7 @@ def test_add_creates_a_new_index_only_for_chunks_it_can_write(tmp_path, sample_d
     from flows.commands import index as index_command
     from operators.embed.sentence_transformer import vectors_to_arrow
 
-    def eight_wide(settings, file, skip_bad_lines):
+    def eight_wide(settings, file, skip_bad_lines, **_):
         docs = pa.table({"docno": ["a", "b"], "doc_id": ["a", "b"], "text": ["x", "y"]})
         return docs.append_column("vector", vectors_to_arrow(np.eye(2, 8, dtype=np.float32)))
 
