@@ -159,6 +159,10 @@ def handle(args: argparse.Namespace) -> int:
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
               f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {rate} docs/s",
               soft_wrap=True)  # one line whatever the width: scripts grep it
+    if args.retry_failed and not r.docs_total:
+        out.print(f"nothing to retry: {r.index} has no open failures", soft_wrap=True)
+    elif r.shards_total and r.shards_skipped == r.shards_total and not r.docs_deleted and not args.replace:
+        out.print("nothing to do: every shard of this source is in the index already", soft_wrap=True)
     if r.chunks_reused:
         out.print(f"kept: the vectors of {r.chunks_reused} passage(s) whose text did not change "
                   f"({r.chunks_embedded} embedded)")
