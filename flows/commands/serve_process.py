@@ -79,13 +79,19 @@ def _in_terminal_foreground() -> bool:
         return False
 
 
+#: Seconds a readiness poll waits for its answer. Serve's proxy holds a request until the app's route is up; a poll
+#: that gave up after 5 s was logged by the proxy as "Client for request ... disconnected, cancelling request", six
+#: lines before the app was ready. A child that dies closes the socket, which ends the wait at once.
+HEALTH_WAIT_S = 120
+
+
 def say_when_ready(child: subprocess.Popen, url: str, every_s: float = 1.0) -> None:
     """Print one line once ``url`` answers 200 while ``child`` runs. Serve's own lines say that the app was
     deployed, not that its models have loaded (a minute on 2 cores), and a search sent before answers 503."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # localhost: never through a proxy
     while child.poll() is None:
         try:
-            with direct.open(url, timeout=5) as answer:
+            with direct.open(url, timeout=HEALTH_WAIT_S) as answer:
                 if answer.status == 200:
                     print(f"tessera serve: ready ({url} answers 200)", file=sys.stderr, flush=True)
                     return

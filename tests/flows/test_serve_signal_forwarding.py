@@ -73,6 +73,11 @@ signal.signal(signal.SIGINT, lambda signum, frame: threading.Thread(target=serve
 server.serve_forever()
 os.write(1, f"{len(asked)}\\n".encode())
 """
+#: A child whose /healthz answers 200, the first time after 6 s (Serve's proxy holding a request until the app's
+#: route is up), and stops at SIGINT, saying how many polls it answered.
+SLOW_HEALTH_CHILD = HEALTH_CHILD.replace("        asked.append(self.path)\n", "        asked.append(self.path)\n"
+                                         "        import time; time.sleep(6 if len(asked) == 1 else 0)\n"
+                                         ).replace("len(asked) > 2", "True")
 #: The parent as ``tessera serve`` runs it, but polling every 0.1 s instead of every second (``say_when_ready``'s
 #: ``every_s``): what is polled and said does not depend on the interval, and the test waited 3 s for three polls.
 PARENT_READY = ("import functools, sys; from flows.commands import serve_process; "
@@ -97,6 +102,27 @@ def test_one_line_says_when_the_app_first_answers_its_health_check():
         parent.send_signal(signal.SIGTERM)
         assert next_line(parent) == "3"  # two 503s, one 200, and no poll after it
         assert parent.wait(30) == 0 and parent.stderr.read() == ""  # said once
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait(10)
+
+
+def test_a_slow_health_answer_is_waited_for_not_abandoned():
+    """A poll that gave up after 5 s left Serve's proxy logging "Client for request ... disconnected, cancelling
+    request", six lines at each start, read as failed requests."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_READY, port, sys.executable, "-c", SLOW_HEALTH_CHILD, port],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        assert readable(parent.stderr, 30) and "answers 200" in parent.stderr.readline()
+        parent.send_signal(signal.SIGTERM)
+        assert next_line(parent) == "1"  # one poll, answered
+        assert parent.wait(30) == 0
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
