@@ -110,8 +110,8 @@ def save_kept(name: str, spec: Any, *, force: bool = False) -> tuple[Path, bool]
         spec.model_copy(update={"name": name}).to_yaml()
     if replaced and not force:
         raise SpecError(f"a saved flow named '{name}' exists ({existing}) with another spec: replace it with "
-                        "force (tessera flows save --force; in Python save(name, force=True)), or save under another "
-                        "name", field="name")
+                        "tessera flows save --force (in Python, save(name, force=True)), or save under another name",
+                        field="name")
     return save(name, spec), replaced
 
 
