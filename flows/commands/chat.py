@@ -140,7 +140,8 @@ def _answering_flow(args: argparse.Namespace) -> Any:
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
                        "or a flow of your own that answers", field="flow")
     for step_id, cls in flow.spec.unset_index_steps().items():
-        raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH (built by tessera ingest)",
+        raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH (built by tessera ingest); "
+                       f"without it, chat reads make demo's, {DEMO_INDEX}, which is not in {Path.cwd()}",
                        step=step_id, field="params.index")
     if args.model is None:
         return flow

@@ -90,6 +90,7 @@ def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tm
     assert "answer: bees\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
     missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
+    assert f"without it, chat reads make demo's, .tessera/indices/sample, which is not in {tmp_path}" in missing.stderr
 
 
 def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_models, spec, tmp_path, tessera):
