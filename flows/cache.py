@@ -39,7 +39,7 @@ from flows.cache_folder import (MARKER, holds_other_files, is_cache_dir, later_l
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
-from operators.errors import TesseraError
+from operators.errors import CacheError  # defined there for flows.cache_prune; importable from here
 
 #: Keys live in ``flows.cache_keys``, the folder's rules in ``flows.cache_folder``; ``step_key``, ``row_unit_keys``
 #: and ``table_unit_key`` stay importable from here for the tests that import them from ``flows.cache``.
@@ -87,10 +87,6 @@ class CachedUnit:
 def disk_refused(err: sqlite3.Error) -> bool:
     """Whether SQLite could not write for want of room (a full disk, a file size limit) or for the disk's error."""
     return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
-
-
-class CacheError(TesseraError):
-    """The cache directory cannot be used (not a cache, not a folder, a damaged database)."""
 
 
 class StepCache:
@@ -363,15 +359,15 @@ class StepCache:
                 empty.executescript(_SCHEMA)
             return summary(conn or empty, self.root / "data")
 
-    def prune(self, *, max_bytes: int | None = None, older_than_s: float | None = None) -> dict[str, int]:
+    def prune(self, *, max_bytes: int | str | None = None, older_than_s: float | None = None) -> dict[str, int]:
         """Evict stored outputs: every file unused for ``older_than_s`` seconds, then the least recently used
         until the stored outputs hold at most ``max_bytes``; their units go with them (a later run recomputes
         them). With an age, also the model calls an unfinished batch saved longer ago (``calls``). Returns what
         was removed and what is left (``flows.cache_prune``), the same keys with no cache there."""
-        from flows.cache_prune import prune
+        from flows.cache_prune import nothing_pruned, prune
 
         if not self.root.exists():
-            return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0, "unfinished": 0, "calls": 0}
+            return nothing_pruned(max_bytes, older_than_s)  # checked first: a bad bound is refused with no cache too
         if not self.root.is_dir() or not is_cache_dir(self.root):
             raise CacheError(f"refusing to prune {self.root}: it is not a Tessera step cache (no {MARKER})",
                              field="cache_dir")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import numbers
 import os
 import re
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from operators.errors import CacheError, short_repr
 
 #: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
 SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, prefix in enumerate("KMGT", 1)
@@ -87,13 +91,50 @@ def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
             "last_use": files[-1][2] if files else None}  # least recently used first
 
 
-def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_than_s: float | None
-          ) -> dict[str, int]:
+def checked_bounds(max_bytes: Any, older_than_s: Any) -> tuple[int | None, float | None]:
+    """``prune``'s bounds as it uses them, a size such as ``"2G"`` read as bytes (``parse_size``, as the CLI reads
+    ``--max-size``); anything else is a ``CacheError`` naming the argument, as the CLI refuses it, so a string or a
+    negative number is not compared as it is (a ``TypeError``), nor a prune with no bound a silent no-op."""
+    if max_bytes is None and older_than_s is None:
+        raise CacheError("give max_bytes (bytes, or a size such as '2G'), older_than_s (seconds) or both; "
+                         "prune() without either removes nothing", field="max_bytes")
+    return _max_bytes(max_bytes), _older_than_s(older_than_s)
+
+
+def _max_bytes(value: Any) -> int | None:
+    """``max_bytes`` as a whole number of bytes (see ``checked_bounds``)."""
+    if isinstance(value, str):
+        try:
+            value = parse_size(value)
+        except ValueError as err:
+            raise CacheError(str(err), field="max_bytes") from None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
+        raise CacheError(f"takes a number of bytes (an int, 0 or more) or a size such as '500M' or '2G', got "
+                         f"{short_repr(value)}", field="max_bytes")
+    return None if value is None else int(value)
+
+
+def _older_than_s(value: Any) -> float | None:
+    """``older_than_s`` as seconds (see ``checked_bounds``): a finite number, 0 or more."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise CacheError(f"takes a number of seconds, 0 or more (30 days: 30 * 86400), got {short_repr(value)}",
+                         field="older_than_s")
+    return float(value)
+
+
+def nothing_pruned(max_bytes: Any, older_than_s: Any) -> dict[str, int]:
+    """What ``prune`` returns where there is no cache: zeros, once its bounds are checked as a prune checks them."""
+    checked_bounds(max_bytes, older_than_s)
+    return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0, "unfinished": 0, "calls": 0}
+
+
+def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: Any, older_than_s: Any) -> dict[str, int]:
     """Remove the files that back no unit, then those unused for ``older_than_s`` seconds, then the least recently
     used until the rest hold at most ``max_bytes``, with their units. Returns counts removed (``files``, ``units``,
     ``bytes``) and left."""
-    if max_bytes is not None and max_bytes < 0 or older_than_s is not None and older_than_s < 0:
-        raise ValueError("max_bytes and older_than_s must not be negative")
+    max_bytes, older_than_s = checked_bounds(max_bytes, older_than_s)
     files = stored_files(conn, data)
     total = sum(size for _, size, _ in files)
     cutoff = time.time() - older_than_s if older_than_s is not None else None

@@ -217,6 +217,11 @@ class SettingError(TesseraError):
     """An environment variable that Tessera reads holds a value it cannot use."""
 
 
+class CacheError(TesseraError):
+    """The step cache cannot be used (not a cache, not a folder, a damaged database) or was asked what it cannot do
+    (``prune`` with no bound or one it cannot use). ``flows.cache`` uses it, and users import it from there."""
+
+
 class FlowCancelled(TesseraError):
     """A run was cancelled through its cancellation token."""
 
