@@ -108,15 +108,12 @@ class Operator:
     # When the params decide it (each instance sets ``cacheable``): the condition, for ``tessera ops``.
     cacheable_if: ClassVar[str | None] = None
 
-    def __init__(
-        self,
-        params: BaseModel | Mapping[str, Any] | None = None,
-        *,
-        step_id: str | None = None,
-        input_steps: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, *, step_id: str | None = None,
+                 input_steps: tuple[str, ...] = (), **keyword_params: Any) -> None:
+        """``params`` as a dict or a ``Params``, or as keywords (``Op(k=5)`` is ``Op({"k": 5})``), not both."""
         self.step_id = step_id or self.default_step_id()
         self.input_steps = tuple(input_steps)
+        params = params_check.with_keywords(params, keyword_params, op=self.name, step=self.step_id)
         self.params = self.validate_params(params, step_id=self.step_id)
         self._is_set_up = False
         self._own_notes = StepNotes()  # what calls outside ``recording`` record (an operator called directly)

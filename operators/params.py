@@ -56,6 +56,18 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
     return validated
 
 
+def with_keywords(params: BaseModel | Mapping[str, Any] | None, keywords: Mapping[str, Any], *, op: str,
+                  step: str | None) -> BaseModel | Mapping[str, Any] | None:
+    """The params of ``Op(k=5)``, its keywords as ``Op({"k": 5})`` takes them (``validate`` then names a misspelt
+    one); a dict and keywords both are refused, since which would win is a guess."""
+    if not keywords:
+        return params
+    if params is not None:
+        raise ParamsError("give params as a dict or as keywords, not both (got a dict and the keywords "
+                          f"{', '.join(keywords)})", op=op, step=step, field="params")
+    return dict(keywords)
+
+
 def _not_finite(params: Mapping[str, Any]) -> tuple[str, float] | None:
     """The dotted place and value of the first NaN or infinity in ``params`` (``json_tree.first_place``)."""
     return first_place(params, lambda item: item if isinstance(item, float) and not math.isfinite(item) else None)

@@ -45,3 +45,6 @@ def test_the_operator_in_one_file_runs_as_written():
     out = scope["QueryOverlap"]()(table)
     assert out.column("overlap").to_pylist() == [2, 0]
     assert scope["QueryOverlap"]().produces() == {"overlap": "chip"}
+    titled = scope["QueryOverlap"](input_column="title")  # params as keywords, as a dict takes them
+    assert titled.params == scope["QueryOverlap"]({"input_column": "title"}).params
+    assert titled(table.append_column("title", pa.array(["Honey", "Bees"]))).column("overlap").to_pylist() == [1, 1]
