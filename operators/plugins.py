@@ -2,8 +2,9 @@
 before the registry takes it (``operators.registry`` keeps the registry and the built-ins).
 
 A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name,
-takes another's name or alias, or cannot be called as the contract calls it (``transform(table)``, a source's
-``read(split)``) raises ``OperatorPluginError``, one line naming the entry point or module.
+takes another's name or alias, has a ``scope`` that is none of row, query, corpus and source, or cannot be called
+as the contract calls it (``transform(table)``, a source's ``read(split)``) raises ``OperatorPluginError``, one
+line naming the entry point or module.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import os
 import re
 from importlib import metadata
 from types import ModuleType
-from typing import Any
+from typing import Any, get_args
 
-from operators.base import Operator
-from operators.errors import TesseraError, one_line
+from operators.base import Operator, Scope
+from operators.errors import TesseraError, close_names, did_you_mean, one_line, short_repr
 
 #: The entry-point group that other packages register their operators under.
 ENTRY_POINT_GROUP = "tessera.operators"
@@ -84,9 +85,19 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
         inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
                                   f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
-    if problem := _method_problem(cls):
+    if problem := _scope_problem(cls) or _method_problem(cls):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
+
+
+def _scope_problem(cls: type[Operator]) -> str | None:
+    """Why ``cls.scope`` is none of the scopes the executors batch by (``Scope``): one such as ``rows`` registered
+    and ran, batched as no scope says."""
+    scopes = get_args(Scope)
+    if isinstance(cls.scope, str) and cls.scope in scopes:
+        return None
+    hint = did_you_mean(close_names(cls.scope, scopes)) if isinstance(cls.scope, str) else ""
+    return f"scope {short_repr(cls.scope)} is not one of {', '.join(scopes)}{hint and '; ' + hint}"
 
 
 def _method_problem(cls: type[Operator]) -> str | None:

@@ -251,6 +251,15 @@ BROKEN = {
         {"t2": "from operators.base import Operator\n\nclass T(Operator):\n    name = 'mylab.t'\n"
                "    def transform(self, table, extra):\n        return table\n"},
         "t = tessera_mylab.t2", ["transform(self, table, extra) must take one argument besides self"]),
+    "a scope that is none": (
+        {"rows": "from operators.base import Operator\n\nclass R(Operator):\n    name = 'mylab.r'\n"
+                 "    scope = 'rows'\n    def transform(self, table):\n        return table\n"},
+        "r = tessera_mylab.rows", ["tessera_mylab.rows.R (mylab.r): scope 'rows' is not one of row, query, corpus, "
+                                   "source; did you mean 'row'?"]),
+    "a scope that is no text": (
+        {"nos": "from operators.base import Operator\n\nclass N(Operator):\n    name = 'mylab.n'\n"
+                "    scope = None\n    def transform(self, table):\n        return table\n"},
+        "n = tessera_mylab.nos", ["N (mylab.n): scope None is not one of row, query, corpus, source"]),
     "source without read": (
         {"src": "from operators.base import Source\n\nclass S(Source):\n    name = 'mylab.s'\n"},
         "s = tessera_mylab.src", ["S (mylab.s): it does not implement read(self, split)"]),
