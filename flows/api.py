@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
+from flows.keywords import check_keywords, checked_keywords
 from flows.model_check import MissingEnvError, MissingModelsError
 from flows.spec import FlowSpec, StepSpec, load_request
-from operators.errors import (FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr,
-                             unknown_name_hint)
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr
 
 if TYPE_CHECKING:
     from flows.ingestion import IngestReport
@@ -89,6 +89,7 @@ class Index:
         return (f"Index('{self.path}': {counts['live_chunks']:,} chunks in {counts['shards']} shard(s); "
                 f"{kinds})")
 
+    @checked_keywords
     def search(self, queries: Queries, k: int = 10, *, method: SearchMethod | None = None,
                filter: "dict | MetadataFilter | None" = None) -> pa.Table:
         """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow (by default
@@ -171,6 +172,7 @@ class Flow:
         self.built = spec.build()  # operators and params checked here, before anything runs
 
     @classmethod
+    @checked_keywords
     def load(cls, source: "str | os.PathLike | dict | FlowSpec | Flow", *,
              index: "Index | str | os.PathLike | None" = None, params: "dict[str, Any] | None" = None) -> "Flow":
         """A built-in or saved flow name, a spec file, YAML/JSON text, a dict, a ``FlowSpec`` or a ``Flow`` (its spec
@@ -227,6 +229,7 @@ class Flow:
     def __repr__(self) -> str:
         return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"
 
+    @checked_keywords
     def run(self, queries: Queries, *, executor: Literal["local", "ray"] = "local",
             cache: bool | str | os.PathLike = False, keep_history: bool = True,
             progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":
@@ -361,11 +364,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
 
     if isinstance(index, Index):
         index = index.path
-    known = set(inspect.signature(run_ingestion).parameters) - {"source", "index", "spec", "executor", "progress"}
-    for name in options:  # Python's own TypeError names the typo only: say which was meant
-        if name not in known:
-            raise TypeError(f"ingest() got an unexpected keyword argument {name!r}"
-                            f"{unknown_name_hint(name, known | {'spec', 'executor', 'progress'}, 'arguments')}")
+    known = set(inspect.signature(run_ingestion).parameters) - {"source", "index"}  # its own spec, executor, ...
+    check_keywords("ingest()", options, known)  # Python's own TypeError names the typo only: say which was meant
     if source is None and spec == "ingest" and not options.get("retry_failed"):
         # the built-in spec's own path is the bundled sample: ingest(None, ...) ingested it, where data/ was there
         from flows.ingestion.errors import IngestError

@@ -222,6 +222,11 @@ class CacheError(TesseraError):
     (``prune`` with no bound or one it cannot use). ``flows.cache`` uses it, and users import it from there."""
 
 
+class KeywordError(TesseraError, TypeError):
+    """A function of the Python API was given a keyword argument it does not take (``keephistory=``): a
+    ``TypeError``, as Python's own is, that also says which argument was meant (``flows.keywords``)."""
+
+
 class FlowCancelled(TesseraError):
     """A run was cancelled through its cancellation token."""
 

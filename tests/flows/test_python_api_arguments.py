@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from flows.ingestion.errors import IngestError
-from operators.errors import SpecError
+from operators.errors import SpecError, TesseraError
 from operators.store.errors import IndexStoreError
 from tests.open_files import open_files
 
@@ -179,9 +179,28 @@ def test_a_misspelt_ingest_argument_says_which_was_meant(corpus, home, typo, mea
     from flows.api import ingest
 
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{typo}'; did you mean '{meant}'"
-                                        r"\? \(arguments: chunk, colbert, "):
+                                        r"\? \(arguments: chunk, colbert, ") as err:
         ingest(corpus, home / "idx", **{typo: 10})
+    assert isinstance(err.value, TesseraError) and err.value.field == typo  # and a TesseraError, as the others
     assert not (home / "idx").exists()
+
+
+@pytest.mark.parametrize("call, typo, meant", [
+    ("Flow.run", "keephistory", "keep_history"), ("Flow.run", "executer", "executor"),
+    ("Flow.load", "indx", "index"), ("Index.search", "methd", "method"), ("Index.search", "top_k", "k"),
+])
+def test_a_misspelt_keyword_of_run_load_or_search_says_which_was_meant(bm25_index, call, typo, meant):
+    from flows.api import Flow, Index
+
+    flow, index = Flow.load("bm25", index=bm25_index), Index.open(bm25_index)
+    calls = {"Flow.run": lambda **kw: flow.run("classical music", **kw),
+             "Flow.load": lambda **kw: Flow.load("bm25", **kw),
+             "Index.search": lambda **kw: index.search("classical music", **kw)}
+    with pytest.raises(TypeError, match=rf"^field '{typo}': {call}\(\) got an unexpected keyword argument "
+                                        rf"'{typo}'; did you mean '{meant}'\? \(arguments: ") as err:
+        calls[call](**{typo: False if typo == "keephistory" else "bm25"})
+    assert isinstance(err.value, TesseraError) and err.value.field == typo
+    assert flow.run("classical music", keep_history=False).table.num_rows > 0  # the right name still runs
 
 
 def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):

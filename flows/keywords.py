@@ -1,0 +1,42 @@
+"""Keyword arguments of the Python API checked by name, so a misspelt one says which was meant.
+
+Python's own ``TypeError: run() got an unexpected keyword argument 'keephistory'`` names the typo only; a notebook
+user then reads the signature to find ``keep_history``. ``KeywordError`` is still a ``TypeError`` (what code that
+catches Python's expects) and a ``TesseraError``, naming the argument and the close ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Collection, Iterable, TypeVar
+
+from operators.errors import KeywordError, unknown_name_hint
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def check_keywords(where: str, given: Iterable[str], known: Collection[str]) -> None:
+    """Refuse the first of ``given`` not in ``known`` with a ``KeywordError`` naming ``where`` (``ingest()``)."""
+    for name in given:
+        if name not in known:
+            raise KeywordError(f"{where} got an unexpected keyword argument {name!r}"
+                               f"{unknown_name_hint(name, known, 'arguments')}", field=name)
+
+
+def checked_keywords(func: F) -> F:
+    """``func`` refusing a keyword its signature lacks as ``check_keywords`` does (for one without ``**kwargs``);
+    under ``@classmethod`` for a class method."""
+    params = list(inspect.signature(func).parameters.values())
+    if params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    known = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    where = f"{func.__qualname__}()"
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if not known.issuperset(kwargs):
+            check_keywords(where, kwargs, known)
+        return func(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
