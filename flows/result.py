@@ -9,6 +9,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from operators.errors import TesseraError, close_names, did_you_mean
+
 
 class Timings:
     """Named timers (the seeds' Observer/Event): ``with timings.timer("step:bm25"):``."""
@@ -67,6 +69,46 @@ class StepRecord:
         return self.hits / self.units if self.cached and self.units else None
 
 
+class UnknownStepError(TesseraError, KeyError):
+    """A ``FlowResult``'s ``history`` or ``steps`` has no such step: still the ``KeyError`` a dict raises, saying
+    the close step ids and those it has (a bare ``KeyError: 'bm26'`` left the reader to list them)."""
+
+
+class StepRecords(dict):
+    """``FlowResult.steps``: a dict by step id whose missing key is an ``UnknownStepError``."""
+
+    what = "steps"
+
+    def __missing__(self, key: Any) -> Any:
+        raise UnknownStepError(self.unknown(key, list(self)))
+
+    def unknown(self, key: Any, known: list[str]) -> str:
+        """``no step 'bm26' in this result's history; did you mean 'bm25'? (steps: bm25, dense, fused)``."""
+        hint = did_you_mean(close_names(key, known)) if isinstance(key, str) else ""
+        return (f"no step {key!r} in this result's {self.what}{hint and '; ' + hint} "
+                f"(steps: {', '.join(known) or 'none'})")
+
+
+class StepTables(StepRecords):
+    """``FlowResult.history``, whose missing step says so, and where the run kept no history
+    (``keep_history=False``: every step ran, none is here), that it was not kept."""
+
+    what = "history"
+
+    def __init__(self, tables: Any = (), result: "FlowResult | None" = None) -> None:
+        super().__init__(tables)
+        self.result = result
+
+    def __missing__(self, key: Any) -> Any:
+        ran = list(self.result.steps) if self.result is not None else []
+        if not ran or any(step in self for step in ran):
+            return super().__missing__(key)
+        if key in ran:
+            raise UnknownStepError(f"step {key!r} ran, but the run kept no history (keep_history=False): run with "
+                                   "keep_history=True for each step's output (the result's table is the flow's)")
+        raise UnknownStepError(self.unknown(key, ran) + "; the run kept no history (keep_history=False)")
+
+
 @dataclass(repr=False)
 class FlowResult:
     """Final table, per-step history (shared Arrow buffers, not copies), roles, timings, metadata."""
@@ -80,6 +122,15 @@ class FlowResult:
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     executor: str = "local"
     seconds: float = 0.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``history`` and ``steps`` as ``StepTables`` and ``StepRecords`` whatever dict is set (an executor sets a
+        plain one), so a misspelt step id says which was meant."""
+        if name == "history":
+            value = StepTables(value, self)
+        elif name == "steps" and not isinstance(value, StepRecords):
+            value = StepRecords(value)
+        super().__setattr__(name, value)
 
     @property
     def order(self) -> list[str]:

@@ -1,0 +1,54 @@
+"""A misspelt step id in a ``FlowResult`` (``r.history["bm26"]``, ``r.steps["fuse"]``) is a ``KeyError`` that names
+the close step ids and those the result has, not a bare ``KeyError: 'bm26'``; one asked of a run that kept no
+history (``keep_history=False``) says so. ``history`` and ``steps`` stay dicts otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.result import FlowResult, StepRecord
+from operators.errors import TesseraError
+
+
+@pytest.fixture
+def flow(bm25_index):
+    from flows.api import Flow
+
+    return Flow.load({"name": "top", "steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+                                               "top": {"op": "postprocess.reduce", "params": {"k": 2},
+                                                       "inputs": ["bm25"]}}}, index=bm25_index)
+
+
+def test_a_misspelt_step_id_names_the_close_one_and_the_steps(flow):
+    result = flow.run("classical music")
+    for what, typo, meant in (("history", "bm26", "bm25"), ("steps", "tops", "top")):
+        with pytest.raises(KeyError) as err:
+            getattr(result, what)[typo]
+        assert isinstance(err.value, TesseraError)
+        assert str(err.value) == f"no step '{typo}' in this result's {what}; did you mean '{meant}'? (steps: bm25, top)"
+    assert isinstance(result.history, dict) and isinstance(result.steps, dict)
+    assert result.history["top"].equals(result.table) and result.steps["bm25"].op == "retrieve.bm25"
+    assert result.history.get("bm26") is None and "bm26" not in result.steps  # get and in as a dict's
+    assert list(result.history) == ["bm25", "top"] and dict(result.steps).keys() == {"bm25", "top"}
+
+
+def test_the_history_of_a_run_that_kept_none_says_it_was_not_kept(flow):
+    result = flow.run("classical music", keep_history=False)
+    assert result.history == {} and list(result.steps) == ["bm25", "top"]
+    with pytest.raises(KeyError, match=r"step 'bm25' ran, but the run kept no history \(keep_history=False\): "
+                                       "run with keep_history=True"):
+        result.history["bm25"]
+    with pytest.raises(KeyError, match=r"no step 'bm26' in this result's history; did you mean 'bm25'\? "
+                                       r"\(steps: bm25, top\); the run kept no history \(keep_history=False\)"):
+        result.history["bm26"]
+
+
+def test_a_plain_dict_set_on_a_result_is_checked_too():
+    """The Ray executor sets ``result.steps`` to a dict of its own once its steps have run."""
+    result = FlowResult("bm25", table=None)
+    result.steps = {"bm25": StepRecord("bm25", "retrieve.bm25")}
+    result.history = {}
+    with pytest.raises(KeyError, match="did you mean 'bm25'"):
+        result.steps["bm2"]
+    with pytest.raises(KeyError, match="'bm25' ran, but the run kept no history"):
+        result.history["bm25"]
