@@ -52,10 +52,12 @@ class BenchReporter:
         self.console.print(f"[{style}]{text}[/]" if style else text)
 
     def warn(self, message: str) -> None:
+        """``tessera: warning: ...``, the line every command's warning is (docs/cli.md, "For scripts"), also with
+        ``--quiet``."""
         if self.enabled:
-            self.log(f"warning: {message}", style="yellow")
+            self.log(f"tessera: warning: {message}", style="yellow")
         else:
-            print(f"tessera bench: warning: {message}", file=sys.stderr)
+            print(f"tessera: warning: {message}", file=sys.stderr)
 
     def start(self, total_flows: int) -> None:
         if self._progress is not None:

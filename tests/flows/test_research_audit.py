@@ -138,7 +138,7 @@ def test_bench_warns_of_corpus_documents_that_failed_to_ingest(tessera, tmp_path
     warning = next(w for w in info["warnings"] if "failed to ingest" in w)
     assert warning.startswith("1 corpus document(s)") and str(ledger) in warning and ledger.is_file()
     assert warning in (out / "report.md").read_text()
-    assert f"tessera bench: warning: {warning}" in err
+    assert f"tessera: warning: {warning}" in err
     # reused (not built) the next time: still said
     status, _, err = tessera("bench", "--dataset", data, "--flow", f"bm25={spec}", "--k", "1,10", "--out",
                              tmp_path / "again", "--index-dir", tmp_path / "indices", "--no-mlflow", "--quiet",

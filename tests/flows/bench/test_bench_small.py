@@ -1,5 +1,5 @@
 """``tessera bench`` on five documents (BM25, no model): a rerun into the same ``--out`` leaves no plot of the
-earlier one; a flow that fails is named beside its step."""
+earlier one; a warning is a ``tessera: warning:`` line; a flow that fails is named beside its step."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ def test_a_rerun_with_another_baseline_leaves_no_plot_of_the_earlier_one(tessera
     assert tessera("bench", *common, "--baseline", "shallow")[0] == 0
     assert sorted(p.name for p in out.glob("*.png")) == ["deltas_shallow.png", "metrics.png"]
     assert "deltas_deep" not in (out / "report.md").read_text()
+
+
+def test_a_warning_is_a_tessera_warning_line_with_progress_and_with_quiet(tessera, tmp_path):  # noqa: F811
+    """docs/cli.md ("For scripts"): every warning is one line ``tessera: warning: ...``; bench's read ``warning:``
+    (``tessera bench: warning:`` with ``--quiet``)."""
+    data = beir_folder(tmp_path / "data")
+    spec = tmp_path / "shallow.yaml"
+    spec.write_text("name: shallow\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 2}}\n")
+    common = ["--dataset", data, "--flow", f"shallow={spec}", "--k", "1,10", "--index-dir", tmp_path / "indices",
+              "--no-mlflow"]
+    for quiet in ([], ["--quiet"]):
+        status, _, err = tessera("bench", *common, "--out", tmp_path / f"out{len(quiet)}", *quiet)
+        warned = [line for line in err.splitlines() if "returned fewer than 10 results" in line]
+        assert status == 0 and len(warned) == 1, err
+        assert warned[0].startswith("tessera: warning: flow 'shallow' returned fewer than 10 results for "), err
 
 
 BOOM = """
