@@ -124,6 +124,76 @@ def plain_message(error: dict) -> str:
     return "unknown field" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
 
 
+#: A union's branches that are JSON types, as pydantic names them in an error's ``loc``, in a client's words.
+_JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "none": "null"}
+
+
+def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str]]:
+    """Pydantic's ``errors`` as (field, message) in a client's terms: a union's branches (``input.str``,
+    ``input.list[str]``) and a dict's ``[key]`` are no field the client sent. A value no branch takes is one problem
+    ("must be a string or a list of strings, not a number"); one a branch took (a list) is wrong inside it alone.
+    ``said``: an error's message (default pydantic's, without "Value error, ")."""
+    said = said or (lambda error: error["msg"].removeprefix("Value error, "))
+    points = [_branch_points(error, errors) for error in errors]
+    entered = {tuple(e["loc"][:i]) for at, e in zip(points, errors) for i in at if i < len(e["loc"]) - 1}
+    fields: dict[str, list[tuple[list[int], dict]]] = {}
+    for at, error in zip(points, errors):
+        loc = error["loc"]
+        if at and at[-1] == len(loc) - 1 and tuple(loc[:at[-1]]) in entered:
+            continue  # the value was of another branch's kind, and is wrong inside that branch
+        field = ".".join(str(p) for i, p in enumerate(loc) if i not in at and p != "[key]")
+        fields.setdefault(field, []).append((at, error))
+    return [(field, _one_message(found, said)) for field, found in fields.items()]
+
+
+def _branch_points(error: dict, errors: list[dict]) -> list[int]:
+    """The places of ``error``'s ``loc`` that name a union's branch: a type's name where another error at the same
+    place names another type (two model names alone are not enough: they may be keys, ``Year`` and ``Month``)."""
+    loc = error["loc"]
+    return [i for i, part in enumerate(loc) if _type_name(part) and any(
+        len(other["loc"]) > i and other["loc"][:i] == loc[:i] and other["loc"][i] != part
+        and _type_name(other["loc"][i]) and (_json_type(part) or _json_type(other["loc"][i])) for other in errors)]
+
+
+def _type_name(part: Any) -> bool:
+    return isinstance(part, str) and (_json_type(part) or part[:1].isupper())
+
+
+def _json_type(part: Any) -> bool:
+    return isinstance(part, str) and (part in _JSON_KINDS or "[" in part)
+
+
+def _one_message(found: list[tuple[list[int], dict]], said: Any) -> str:
+    """One field's message: "must be A or B, not C" for a value each branch of a union refused."""
+    if len(found) > 1 and all(at and at[-1] == len(e["loc"]) - 1 for at, e in found):
+        kinds = list(dict.fromkeys(_branch_kind(str(e["loc"][-1])) for _, e in found))
+        if "a number" in kinds and "an integer" in kinds:
+            kinds.remove("an integer")
+        listed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+        return f"must be {listed}, not {json_kind(found[0][1].get('input'))}"
+    return "; ".join(dict.fromkeys(said(e) for _, e in found))
+
+
+def _branch_kind(part: str) -> str:
+    """A union's branch as pydantic names it (``list[str]``, ``RerankDocument``) in a client's words."""
+    if part.startswith("function-") and ", " in part:  # a validator's wrapper: function-after[check(), str]
+        return _branch_kind(part[part.rindex(", ") + 2:-1])
+    if part.startswith("list["):
+        inner = _branch_kind(part[5:-1])
+        return {"a string": "a list of strings", "an object": "a list of objects"}.get(inner, "a list")
+    if part.startswith("dict[") or part[:1].isupper():
+        return "an object"
+    return _JSON_KINDS.get(part, part)
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls the kind of ``value``: a number, a string, an object..."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "a boolean"
+    kinds = {int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    return next((said for kind, said in kinds.items() if isinstance(value, kind)), type(value).__name__)
+
+
 class ParamsError(SpecError):
     """An operator's params do not validate."""
 

@@ -10,19 +10,20 @@ heading or an HTML page's ``<title>``, an HTML page's text that of its body).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from operators import metadata_columns
 from operators.errors import SourceError
-from operators.unicode import blank
+from operators.unicode import blank, unicode_problem
 from operators.sources.file_text import SUFFIXES, read_text_file
 from serve.errors import ApiError
-from serve.schemas import Text, check_texts
+from serve.schemas import Text
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
 RESERVED = metadata_columns.RESERVED
@@ -30,6 +31,31 @@ RESERVED = metadata_columns.RESERVED
 MAX_ID_LENGTH = 200
 #: A metadata integer is an int64 column of the doc store.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _column_name(key: str) -> str:
+    """A metadata key is a doc-store column; an error on it names it (``documents.3.metadata.text``)."""
+    if not metadata_columns.is_metadata_name(key):
+        raise ValueError(f"metadata key '{key}' is not a column name this index can take (an ASCII letter, "
+                         f"then ASCII letters, digits or _, 64 at most; none of {', '.join(sorted(RESERVED))})")
+    return key
+
+
+def _storable(value: Any) -> Any:
+    """What a doc-store column can hold, not what it would silently change."""
+    if isinstance(value, str) and unicode_problem(value):
+        raise ValueError(f"the metadata value {unicode_problem(value)}")
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity, 1e400: listed as null
+        raise ValueError(f"metadata value {value} is not a number a filter can compare; send a finite number, or "
+                         "leave the key out")
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"metadata value {value} is beyond a 64-bit integer (at most {INT64_MAX:,} either way); "
+                         "send it as a string")  # it would be stored as its digits, as text
+    return value
+
+
+MetadataKey = Annotated[str, AfterValidator(_column_name)]
+MetadataValue = Annotated[str | int | float | bool, AfterValidator(_storable)]
 
 
 class Document(BaseModel):
@@ -41,7 +67,7 @@ class Document(BaseModel):
                      "its passages are `<id>#<n>`.")
     title: Text = Field("", max_length=1000, description="Title (embedded with the text, and matched by BM25).")
     text: Text = Field(min_length=1, description="The text; the index's ingest spec cuts it into passages.")
-    metadata: dict[str, str | int | float | bool] = Field(
+    metadata: dict[MetadataKey, MetadataValue] = Field(
         default_factory=dict, description="Extra doc-store columns (what metadata filters read), e.g. "
         "`{\"source\": \"handbook.pdf\", \"year\": 2024}`.")
 
@@ -68,23 +94,6 @@ class Document(BaseModel):
         """A null value is a field the document does not have (as in front matter and JSONL), not four errors of
         the value union that named no null."""
         return {k: v for k, v in metadata.items() if v is not None} if isinstance(metadata, dict) else metadata
-
-    @field_validator("metadata")
-    @classmethod
-    def _columns(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        for key in metadata:
-            if not metadata_columns.is_metadata_name(key):
-                raise ValueError(f"metadata key '{key}' is not a column name this index can take (an ASCII letter, "
-                                 f"then ASCII letters, digits or _, 64 at most; none of {', '.join(sorted(RESERVED))})")
-        check_texts([v for v in metadata.values() if isinstance(v, str)], "metadata value")
-        for key, value in metadata.items():  # what a doc-store column can hold, not what it would silently change
-            if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity, 1e400: listed as null
-                raise ValueError(f"metadata '{key}' is {value}, which is not a number a filter can compare; send a "
-                                 "finite number, or leave the key out")
-            if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # stored as its digits, as text
-                raise ValueError(f"metadata '{key}' is {value}, beyond a 64-bit integer (at most {INT64_MAX:,} "
-                                 "either way); send it as a string")
-        return metadata
 
 
 class DocumentsRequest(BaseModel):
@@ -123,8 +132,20 @@ def given_once(documents: list[Document]) -> None:
     for i, doc in enumerate(documents):
         if doc.id in seen:
             raise ApiError(422, f"documents.{i}.id: '{doc.id}' is given twice (also documents.{seen[doc.id]})",
-                           param="documents", code="duplicate_id")
+                           param=f"documents.{i}.id", code="duplicate_id")
         seen[doc.id] = i
+
+
+@contextlib.contextmanager
+def sent_as_files() -> Iterator[None]:
+    """An upload's refusal naming its documents (``documents_exist``, an id given twice) names ``files``, the
+    field the client sent them in."""
+    try:
+        yield
+    except ApiError as err:
+        if (err.param or "").split(".")[0] == "documents":
+            err.param = "files"
+        raise
 
 
 #: The text files ``POST /v1/indices/{name}/files`` takes besides PDFs (JSON and JSONL documents go to

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from operators.errors import NonFiniteNumberError, SpecError
+from operators.errors import NonFiniteNumberError, SpecError, client_problems
 from serve.server_paths import without_server_paths
 
 log = logging.getLogger("tessera.serve")
@@ -162,22 +162,24 @@ def unavailable(what: str, err: BaseException) -> ApiError | None:
 
 
 def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -> tuple[str, str]:
-    """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first top-level field.
-    ``request``: FastAPI's errors, whose locations start with where the field was sent (body, query, path)."""
-    problems = []
+    """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first problem's field, the
+    path the client sent (``documents.3.id``; ``client_problems``: no union branch of pydantic's). ``request``:
+    FastAPI's errors, whose locations start with where the field was sent (body, query, path)."""
+    problems: list[tuple[str, str]] = []
+    fields = []
     for item in errors:
-        loc = [str(part) for part in item.get("loc", ())]
+        loc = tuple(item.get("loc", ()))
         if request and loc and loc[0] in ("body", "query", "path"):
             loc = loc[1:]
         if item.get("type") == "json_invalid":  # its loc is a character offset, not a field
             why = (item.get("ctx") or {}).get("error", "")
             offset = f" at character {loc[0]}" if loc else ""
-            problems.append((["body"], f"not valid JSON ({why}{offset})" if why else "not valid JSON"))
+            problems.append(("body", f"not valid JSON ({why}{offset})" if why else "not valid JSON"))
         else:
-            # a validator's own ValueError is written for the caller; pydantic puts "Value error, " before it
-            problems.append((loc or ["body"], item.get("msg", "invalid").removeprefix("Value error, ")))
-    message = "; ".join(f"{'.'.join(loc)}: {msg}" for loc, msg in problems) or "body: invalid"
-    return message, problems[0][0][0] if problems else "body"
+            fields.append({**item, "loc": loc, "msg": item.get("msg", "invalid")})
+    problems += [(field or "body", why) for field, why in client_problems(fields)]
+    message = "; ".join(f"{field}: {why}" for field, why in problems) or "body: invalid"
+    return message, problems[0][0] if problems else "body"
 
 
 class HttpMiddleware:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from flows import store as flow_store
-from serve.documents import DocumentsRequest, files_request, given_once, write_jsonl
+from serve.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.errors import ApiError, index_refusal
 from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
                                  refuse_against_index)
@@ -278,7 +278,8 @@ class Indices:
         """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
         Markdown or HTML file one document; ``warnings`` say what the client should know of how a file was read."""
         request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits)
-        return self.add(name, request, tenant, files=whole, warnings=warnings)
+        with sent_as_files():
+            return self.add(name, request, tenant, files=whole, warnings=warnings)
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
