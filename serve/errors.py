@@ -182,6 +182,19 @@ def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -
     return message, problems[0][0] if problems else "body"
 
 
+#: A flow step's own fields (``flows.spec.StepSpec``), which a spec error of a step may name without the step's path.
+STEP_FIELDS = frozenset({"op", "params", "inputs", "cache", "num_gpus", "num_cpus", "batch_size", "concurrency",
+                         "placement"})
+
+
+def step_field(err: SpecError) -> str | None:
+    """The request's path of the field a spec error names: a step's own (``inputs``) as ``steps.<id>.inputs``, where
+    the same spec's other errors put it (``steps.b.op``); a whole path, or a mosaicRAG step's (``2.id``), as it is."""
+    if err.step and err.field and err.field.split(".")[0] in STEP_FIELDS:
+        return f"steps.{err.step}.{err.field}"
+    return err.field
+
+
 class HttpMiddleware:
     """Base of the API's pure ASGI middlewares: other scopes (lifespan) pass through, ``handle`` gets HTTP."""
 
@@ -314,6 +327,7 @@ def install(app: FastAPI) -> None:
         code = "number_out_of_range" if isinstance(err, NonFiniteNumberError) else "invalid_spec"
         # a param the service set names a server path (the default index, an index under the home): the client reads
         # it without them, as a run's failure
+        err.field = step_field(err)
         return error_response(422, without_server_paths(str(err)), param=err.field, code=code)
 
     @app.exception_handler(RequestValidationError)
