@@ -58,6 +58,9 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
         ..., description="A flow spec (Tessera's or a mosaicRAG request).",
         examples=[{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}}}])) -> dict[str, Any]:
     parsed = FlowSpec.parse(spec)
+    if spec.get("name") not in (None, name):  # saved as the path's name, it was not what the body said
+        raise ApiError(422, f"name: the body names the flow '{spec['name']}' and the path '{name}'; send the path's "
+                       "name, or none", param="name", code="invalid_value")
     for step_id, step in parsed.steps.items():  # (deeper ones fail to serialise: a 500, or a flow that never runs)
         check_depth(step.params, f"steps.{step_id}.params")
         check_numbers(step.params, f"steps.{step_id}.params")
