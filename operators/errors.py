@@ -131,7 +131,7 @@ _JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "boo
 def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str]]:
     """Pydantic's ``errors`` as (field, message) in a client's terms: a union's branches (``input.str``,
     ``input.list[str]``) and a dict's ``[key]`` are no field the client sent. A value no branch takes is one problem
-    ("must be a string or a list of strings, not a number"); one a branch took (a list) is wrong inside it alone.
+    ("must be a string or an array of strings, not a number"); one a branch took (a list) is wrong inside it alone.
     ``said``: an error's message (default pydantic's, without "Value error, ")."""
     said = said or (lambda error: error["msg"].removeprefix("Value error, "))
     points = [_branch_points(error, errors) for error in errors]
@@ -170,6 +170,8 @@ def _one_message(found: list[tuple[list[int], dict]], said: Any) -> str:
         if "a number" in kinds and "an integer" in kinds:
             kinds.remove("an integer")
         listed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+        from operators.json_tree import json_kind
+
         return f"must be {listed}, not {json_kind(found[0][1].get('input'))}"
     return "; ".join(dict.fromkeys(said(e) for _, e in found))
 
@@ -180,18 +182,10 @@ def _branch_kind(part: str) -> str:
         return _branch_kind(part[part.rindex(", ") + 2:-1])
     if part.startswith("list["):
         inner = _branch_kind(part[5:-1])
-        return {"a string": "a list of strings", "an object": "a list of objects"}.get(inner, "a list")
+        return {"a string": "an array of strings", "an object": "an array of objects"}.get(inner, "an array")
     if part.startswith("dict[") or part[:1].isupper():
         return "an object"
     return _JSON_KINDS.get(part, part)
-
-
-def json_kind(value: Any) -> str:
-    """What JSON calls the kind of ``value``: a number, a string, an object..."""
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else "a boolean"
-    kinds = {int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
-    return next((said for kind, said in kinds.items() if isinstance(value, kind)), type(value).__name__)
 
 
 class ParamsError(SpecError):
