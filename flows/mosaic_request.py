@@ -9,6 +9,7 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from operators.errors import SpecError, UnknownOperatorError
+from operators.json_tree import json_kind
 from operators.registry import get_operator
 
 
@@ -45,7 +46,10 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     steps: dict[str, dict[str, Any]] = {}
     for k in numbers:
         raw = body[k]
-        if not isinstance(raw, dict) or "id" not in raw:
+        if not isinstance(raw, dict):  # "1": "bm25" is no step without an 'id' but one that is not an object
+            raise SpecError(f"a step must be an object with the operator's 'id' and its 'parameters', not "
+                            f"{json_kind(raw)}", step=str(k), field=str(k))
+        if "id" not in raw:
             raise SpecError("each step needs an 'id' (the operator)", step=str(k), field=f"{k}.id")
         extra = set(raw) - {"id", "parameters"}
         if extra:
@@ -92,8 +96,20 @@ def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
                     value = json.loads(value)
                 except ValueError:
                     pass  # not JSON: the param's own check names it
-        values[name] = mapped.get(value.lower(), value) if isinstance(value, str) else value
+        if isinstance(value, str) and value.lower() in mapped and (field is None or _takes_bool(field.annotation)):
+            value = mapped[value.lower()]  # a number's 'Yes' stays 'Yes': its error quotes what was sent
+        values[name] = value
     return values
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a param of this type may hold true/false (then mosaicRAG's 'Yes'/'No' are read as those)."""
+    if annotation is bool or annotation is Any:
+        return True
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _takes_bool(args[0])
+    return origin in (Union, UnionType) and any(_takes_bool(arg) for arg in args)
 
 
 def _takes_text(annotation: Any) -> bool:

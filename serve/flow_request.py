@@ -3,13 +3,14 @@ flow (``Service.prepare`` runs them in its steps, serve/service.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flows.spec import FlowSpec, StepSpec
+from flows.spec import FlowSpec, StepSpec, is_mosaic_request
 from operators.errors import SpecError, first_validation_problem
 from operators.json_tree import json_kind
 from serve.errors import ApiError
@@ -67,6 +68,39 @@ class Asked:
     index: str | None = None
     top_k: int | None = None
     built: Any = None
+
+
+@contextlib.contextmanager
+def named_as_sent(body: Any) -> Iterator[None]:
+    """A mosaicRAG body's refusal names its field as the client wrote it (``2.parameters.k``, ``2.id``), not the
+    flow Tessera made of it (``steps.2.params.k``), which the client never saw."""
+    try:
+        yield
+    except (SpecError, ApiError) as err:
+        if isinstance(body, dict) and is_mosaic_request(body):
+            where = "field" if isinstance(err, SpecError) else "param"
+            field, sent = getattr(err, where), mosaic_field(getattr(err, where), body)
+            setattr(err, where, sent)
+            if isinstance(err, ApiError) and field and err.message.startswith(f"{field}: "):
+                err.message = sent + err.message[len(field):]
+        raise
+
+
+def mosaic_field(field: str | None, body: dict[str, Any]) -> str | None:
+    """``steps.N.params.P`` as ``N.parameters.P`` (``parameters.P`` where the top-level ``parameters`` gave it to
+    step 1), ``steps.N.op`` as ``N.id``; another field as it is."""
+    step, _, rest = (field or "").removeprefix("steps.").partition(".")
+    if not (field or "").startswith("steps.") or not isinstance(body.get(step), dict):
+        return field
+    if rest == "op":
+        return f"{step}.id"
+    if rest == "params" or rest.startswith("params."):
+        param = rest.removeprefix("params").removeprefix(".")
+        own = body[step].get("parameters")
+        top = step == "1" and param and isinstance(body.get("parameters"), dict) and not (
+            isinstance(own, dict) and param.split(".")[0] in own) and param.split(".")[0] in body["parameters"]
+        return ".".join(filter(None, ["parameters" if top else f"{step}.parameters", param]))
+    return field
 
 
 def validation_error(err: ValidationError) -> SpecError:

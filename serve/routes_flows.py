@@ -22,6 +22,7 @@ from flows.spec import FlowSpec
 from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
+from serve.flow_request import named_as_sent
 from serve.flow_resolution import flow_owner
 from serve.index_roots import check_depth
 from serve.param_numbers import check_numbers
@@ -57,6 +58,11 @@ def get_flow(name: str, request: Request) -> dict[str, Any]:
 def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
         ..., description="A flow spec (Tessera's or a mosaicRAG request).",
         examples=[{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}}}])) -> dict[str, Any]:
+    with named_as_sent(spec):  # a mosaicRAG body's fields as it wrote them (2.parameters.k)
+        return _save_flow(name, request, spec)
+
+
+def _save_flow(name: str, request: Request, spec: dict[str, Any]) -> dict[str, Any]:
     parsed = FlowSpec.parse(spec)
     if spec.get("name") not in (None, name):  # saved as the path's name, it was not what the body said
         raise ApiError(422, f"name: the body names the flow '{spec['name']}' and the path '{name}'; send the path's "

@@ -29,8 +29,9 @@ from operators.unicode import blank, first_broken_text
 from serve import taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
-from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_missing_columns,
-                                refuse_missing_files, refuse_reading_documents, validation_error)
+from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
+                                refuse_missing_columns, refuse_missing_files, refuse_reading_documents,
+                                validation_error)
 from serve.flow_resolution import FlowResolution
 from serve.index_owner import restore_rows
 from serve.index_roots import default_data_roots, default_roots
@@ -218,8 +219,9 @@ class Service(FlowResolution):
     # -- tasks ----------------------------------------------------------------------------
 
     async def enqueue(self, body: Any, tenant: str) -> str:
-        prepared = await asyncio.to_thread(self.prepare, body, tenant)
-        refuse_missing_columns(prepared.flow, prepared.queries)  # a 422 now, as /v1/search's, not a failed task
+        with named_as_sent(body):
+            prepared = await asyncio.to_thread(self.prepare, body, tenant)
+            refuse_missing_columns(prepared.flow, prepared.queries)  # a 422 now, as /v1/search's, not a failed task
         try:
             with self.spares.lend() as lent:
                 task_id = await asyncio.to_thread(

@@ -56,7 +56,7 @@ def assert_refused_everywhere(base: str, body: dict, field: str, tmp_path: Path,
 @pytest.mark.parametrize("body, field", [
     ({"flow": {"steps": {"bm25": BM25, "rr": KEYED}}, "query": "honey"}, "steps.rr.params.api_key"),
     ({"query": "honey", "1": {"id": "bm25", "parameters": {"k": "5"}},
-      "2": {"id": "api_rerank", "parameters": {"url": URL, "api_key": KEY}}}, "steps.2.params.api_key"),
+      "2": {"id": "api_rerank", "parameters": {"url": URL, "api_key": KEY}}}, "2.parameters.api_key"),
     ({"flow": {"steps": {"m": {"op": "retrieve.multi_collection", "params": {
         "collections": [{"name": "a", "index": "news"}], "postprocess": [KEYED]}}}}, "query": "honey"},
      "steps.m.params.postprocess.0.params.api_key"),
