@@ -61,13 +61,15 @@ class SearchRequest(FlowRequest):
 @dataclass
 class Asked:
     """What a body asks for (``Service.read_body``): the flow's spec, the queries' texts, the index and the cut;
-    ``built``: the spec built, when reading the body needed that (a search), for the cut to reuse."""
+    ``built``: the spec built, when reading the body needed that (a search), for the cut to reuse; ``query_field``:
+    the body's field of the queries (`queries` when it sent that), which a refusal of none names."""
 
     spec: FlowSpec
     texts: list[Any]
     index: str | None = None
     top_k: int | None = None
     built: Any = None
+    query_field: str = "query"
 
 
 @contextlib.contextmanager

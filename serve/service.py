@@ -136,7 +136,7 @@ class Service(FlowResolution):
         asked = self.read_body(body, tenant, search=search)
         self.check_limits(asked)
         spec = self.runnable_spec(asked, tenant)
-        flow = self.checked_flow(spec, asked.texts)
+        flow = self.checked_flow(spec, asked.texts, asked.query_field)
         refuse_missing_files(flow)
         refuse_failed_placements(flow)  # a 503 at once, not after the step's 60 s wait
         return Prepared(spec, flow, [{"qid": str(i + 1), "query": t} for i, t in enumerate(asked.texts)],
@@ -167,7 +167,8 @@ class Service(FlowResolution):
             built = spec.build()
             refuse_reading_documents(built)
         texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
-        return Asked(spec, texts, request.index, request.top_k, built)
+        field = "query" if request.queries is None else "queries"  # what a refusal of no query names
+        return Asked(spec, texts, request.index, request.top_k, built, field)
 
     def check_limits(self, asked: Asked) -> None:
         """Every query has text (searched for nothing, it would bring arbitrary documents) of at most
@@ -188,8 +189,9 @@ class Service(FlowResolution):
             raise ApiError(422, f"top_k={asked.top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
                            param="top_k", code="max_result_rows")
 
-    def checked_flow(self, spec: FlowSpec, texts: list[str]) -> Any:
-        """``spec`` built (the ``Flow`` that runs) and checked as a flow this service may run for these queries."""
+    def checked_flow(self, spec: FlowSpec, texts: list[str], query_field: str = "query") -> Any:
+        """``spec`` built (the ``Flow`` that runs) and checked as a flow this service may run for these queries;
+        ``query_field``: the body's field that gave them (``queries: []`` is refused naming ``queries``)."""
         built = spec.build()
         for unset in built.unset_params():
             raise unset
@@ -197,7 +199,8 @@ class Service(FlowResolution):
         check_bounds(built, self.limits)  # no step asking for more than the service gives
         if not texts and any(not built.inputs[step] and built.operators[step].scope != "source"
                              for step in built.needed_steps()):
-            raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
+            said = "queries is empty: give at least one" if query_field == "queries" else "give query or queries"
+            raise ApiError(422, f"flow '{built.name}' searches for queries: {said}", param=query_field,
                            code="no_query")
         check_models_here(built)
         return built
