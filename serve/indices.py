@@ -339,7 +339,7 @@ class Indices:
         """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
         path, row = self.named(name)
         default = self.service.default_index
-        if default and Path(default).resolve() == path.resolve():  # not built yet, its name was free to take
+        if default and name in (Path(default).name, Path(default).resolve().name):  # another index of its name
             raise ApiError(403, f"index '{name}' is the service's default index, which every key searches; it is "
                            "read-only here (build it with `tessera ingest`)", param="name", code="index_read_only")
         if not self._searchable():
