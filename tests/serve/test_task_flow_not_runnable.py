@@ -42,11 +42,12 @@ def test_a_task_flow_whose_step_lacks_its_columns_is_refused_before_it_is_queued
         searched = requests.post(f"{base}/v1/search", json=NATIVE, timeout=120)
         assert searched.status_code == 422, searched.text
         assert searched.json()["error"]["param"] == "steps.answer.params.context_column"
-        for route, body, step in (("run", MOSAIC, "2"), ("enqueue", MOSAIC, "2"), ("run", NATIVE, "answer")):
+        for route, body, field in (("run", MOSAIC, "2.parameters"), ("enqueue", MOSAIC, "2.parameters"),
+                                   ("run", NATIVE, "steps.answer.params")):  # a mosaicRAG body's field as it wrote it
             refused = requests.post(f"{base}/task/{route}", json=body, timeout=120)
             assert refused.status_code == 422, (route, refused.text)
             error = refused.json()["error"]
-            assert (error["param"], error["code"]) == (f"steps.{step}.params.context_column", "flow_not_runnable")
+            assert (error["param"], error["code"]) == (f"{field}.context_column", "flow_not_runnable")
             assert "needs input column(s) ['context', 'context_index']" in error["message"], error["message"]
         gated = requests.post(f"{base}/task/enqueue", json=GATED, timeout=120)
         assert gated.status_code == 422 and gated.json()["error"]["param"] == "steps.answer.params.relevance_column", \
