@@ -265,7 +265,7 @@ def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog
     ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d", SURROGATE]}, "documents"),
     ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [{"text": SURROGATE}]},
      "documents"),
-    ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [SURROGATE]}, "documents"),
+    ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [SURROGATE]}, "documents.0"),
 ])
 def test_a_lone_surrogate_is_a_422_naming_the_field(serve_app, path, body, field):
     error = assert_openai_error(post(serve_app, path, body), 422)
