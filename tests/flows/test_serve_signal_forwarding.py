@@ -5,6 +5,7 @@ tests/serve/test_drain_on_sigterm.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
@@ -86,44 +88,41 @@ PARENT_READY = ("import functools, sys; from flows.commands import serve_process
                 "ready_url=f'http://127.0.0.1:{sys.argv[1]}/healthz'))")
 
 
-def test_one_line_says_when_the_app_first_answers_its_health_check():
-    """Serve's own lines say that the app was deployed, not that its models have loaded: a search sent then got a 503.
-    The parent polls the app's /healthz and says once when it answers 200."""
+@contextlib.contextmanager
+def polling_parent(child: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``PARENT_READY`` running ``child`` (a health server's source) on a free port: the parent and the port; killed
+    with its group if it is still running after."""
     with socket.socket() as probe:  # a free port for the child's server
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_READY, port, sys.executable, "-c", HEALTH_CHILD, port],
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_READY, port, sys.executable, "-c", child, port],
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     try:
+        yield parent, port
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait(10)
+
+
+def test_one_line_says_when_the_app_first_answers_its_health_check():
+    """Serve's own lines say that the app was deployed, not that its models have loaded: a search sent then got a 503.
+    The parent polls the app's /healthz and says once when it answers 200."""
+    with polling_parent(HEALTH_CHILD) as (parent, port):
         assert readable(parent.stderr, 30) and parent.stderr.readline().strip() == \
             f"tessera serve: ready (http://127.0.0.1:{port}/healthz answers 200)"
         parent.send_signal(signal.SIGTERM)
         assert next_line(parent) == "3"  # two 503s, one 200, and no poll after it
         assert parent.wait(30) == 0 and parent.stderr.read() == ""  # said once
-    finally:
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait(10)
 
 
 def test_a_slow_health_answer_is_waited_for_not_abandoned():
     """A poll that gave up after 5 s left Serve's proxy logging "Client for request ... disconnected, cancelling
     request", six lines at each start, read as failed requests."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_READY, port, sys.executable, "-c", SLOW_HEALTH_CHILD, port],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    try:
+    with polling_parent(SLOW_HEALTH_CHILD) as (parent, _):
         assert readable(parent.stderr, 30) and "answers 200" in parent.stderr.readline()
         parent.send_signal(signal.SIGTERM)
         assert next_line(parent) == "1"  # one poll, answered
         assert parent.wait(30) == 0
-    finally:
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait(10)
