@@ -73,10 +73,6 @@ def _save_flow(name: str, request: Request, spec: dict[str, Any]) -> dict[str, A
                        "with that name reaches; save the flow under another name", param="name",
                        code="invalid_value")
     svc.current().check_to_save(parsed.model_copy(update={"name": name}))  # a run's 422s for the spec alone
-    if spec.get("name") not in (None, name):  # saved as the path's name, it was not what the body said
-        raise ApiError(422, f"name: the body names the flow '{spec['name']}' and the path '{name}'; send the path's "
-                       "name, or none (a spec read from GET /flows/{name} names the flow it was read from)",
-                       param="name", code="invalid_value")
     flow_store.save(name, parsed, owner=flow_owner(tenant(request)))
     return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}
 

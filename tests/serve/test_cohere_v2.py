@@ -78,7 +78,7 @@ def test_the_cohere_v2_client_gets_errors_it_can_read(serve_app):
 
 
 @pytest.mark.parametrize("body, field", [
-    ({"query": "q", "documents": [{"text": "d"}]}, "documents"),  # v2 takes strings only
+    ({"query": "q", "documents": [{"text": "d"}]}, "documents.0"),  # v2 takes strings only
     ({"query": "q", "documents": ["d"], "relevant_spans": {"threshold": 0.5}}, "relevant_spans"),
     ({"query": "q", "documents": ["d"], "top_n": 0}, "top_n"),
     ({"documents": ["d"]}, "query"),

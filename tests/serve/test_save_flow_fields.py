@@ -25,15 +25,3 @@ def test_a_step_field_is_named_by_its_path_in_the_body(notes_api, step, param, s
         error = answer.json()["error"]
         assert (error["param"], error["code"]) == (param, "invalid_spec") and says in error["message"], error
 
-
-def test_a_body_name_other_than_the_paths_is_a_422_naming_name(notes_api):
-    """``PUT /flows/x2`` with ``name: other`` was saved as ``x2`` without a word."""
-    steps = {"a": BM25}
-    refused = requests.put(notes_api + "/flows/x2", json={"name": "other", "steps": steps}, timeout=60)
-    assert refused.status_code == 422, refused.text
-    error = refused.json()["error"]
-    assert error["param"] == "name" and "'other'" in error["message"] and "'x2'" in error["message"], error
-    assert requests.get(notes_api + "/flows/x2", timeout=60).status_code == 404
-    for body in ({"name": "x2", "steps": steps}, {"steps": steps}):  # the path's name, or none, is saved
-        saved = requests.put(notes_api + "/flows/x2", json=body, timeout=60)
-        assert saved.status_code == 201 and saved.json()["name"] == "x2", saved.text

@@ -87,7 +87,7 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
 
 @pytest.mark.parametrize("body,param,words", [
     ({"query": "q", "1": {"id": "bm25"}, "2": {"id": "no_such_step"}}, "2.id", ["step '2'", "no_such_step"]),
-    ({"query": "q", "1": {"id": "bm25", "parameters": {"k": "many"}}}, "steps.1.params.k", ["step '1'"]),
+    ({"query": "q", "1": {"id": "bm25", "parameters": {"k": "many"}}}, "1.parameters.k", ["step '1'"]),
     ({"query": "q", "1": {"id": "bm25", "colour": "red"}}, "1.colour", ["unknown field"]),
     ({"flow": "hybrid", "query": "q", "colour": "red"}, "colour", ["unknown field"]),
     ({"flow": "no-such-flow", "query": "q"}, "flow", ["no flow named 'no-such-flow'"]),
