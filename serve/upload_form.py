@@ -44,6 +44,11 @@ UPLOAD_FORM = {"requestBody": {"required": True, "content": {"multipart/form-dat
 async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str, bytes]], str | None, bool,
                                                                  int | None]:
     """The uploaded files (name, bytes), ``spec``, ``replace`` and ``first_page`` of the request's multipart form."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "multipart/form-data":  # JSON read as an empty form: "send at least one file" did not say why
+        raise ApiError(422, f"files: this route reads a multipart form of files (curl -F files=@notes.md), not "
+                       f"{kind or 'a body without a Content-Type'}; documents as JSON go to "
+                       f"{request.url.path.removesuffix('/files')}/documents", param="files", code="invalid_body")
     try:
         form = await request.form(max_files=max_files, max_fields=MAX_FIELDS)
     except HTTPException as err:  # Starlette's 400 for a form it stopped reading
@@ -64,6 +69,10 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                                "file part with its name (curl -F files=@handbook.pdf)", param="files",
                                code="invalid_file")
             files.append((_file_name(item.filename), await item.read()))
+        if not files and (named := [key for key, item in form.multi_items() if isinstance(item, UploadFile)]):
+            raise ApiError(422, f"files: the form's file parts are named {', '.join(map(repr, dict.fromkeys(named)))}"
+                           ", not `files`: name each file part `files` (curl -F files=@notes.md)", param="files",
+                           code="invalid_value")
         return files, _text(form.get("spec"), "spec"), _flag(form.get("replace")), _page(form.get("first_page"))
     finally:
         await form.close()

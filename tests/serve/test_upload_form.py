@@ -53,8 +53,13 @@ def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_fiel
     assert err["param"] == "spec"
     err = error(requests.post(base, files=one, data={"spec": "hybrid"}, timeout=30), 422)  # read: it is the index's
     assert err["param"] == "spec" and "not a built-in ingest spec" in err["message"]
-    err = error(requests.post(base, json={"files": []}, timeout=30), 422)
-    assert (err["param"], err["code"]) == ("files", "invalid_value") and "send at least one file" in err["message"]
+    err = error(requests.post(base, json={"files": []}, timeout=30), 422)  # it said "send at least one file"
+    assert (err["param"], err["code"]) == ("files", "invalid_body") and "reads a multipart form of files" in \
+        err["message"] and "not application/json; documents as JSON go to /v1/indices/notes/documents" in \
+        err["message"], err
+    err = error(requests.post(base, files=[("file", ("notes.txt", b"honey bees", "text/plain"))], timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "invalid_value") and "the form's file parts are named 'file', " \
+        "not `files`" in err["message"], err
     cut = b'--zzz\r\nContent-Disposition: form-data; name="files"; filename="a.txt"\r\n\r\nabc'  # no closing boundary
     err = error(requests.post(base, data=cut, headers={"content-type": "multipart/form-data; boundary=zzz"},
                               timeout=30), 422)
