@@ -78,9 +78,10 @@ def handle(args: argparse.Namespace) -> int:
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
                            force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
                            progress=not args.quiet)
-    def log(message: str) -> None:  # --quiet keeps the warnings
-        if not args.quiet or message.startswith("warning:"):
-            print(message, file=sys.stderr, flush=True)
+    def log(message: str) -> None:  # --quiet keeps the warnings, said as every command's (docs/cli.md, "For scripts")
+        warning = message.startswith("warning: ")
+        if not args.quiet or warning:
+            print(f"tessera: {message}" if warning else message, file=sys.stderr, flush=True)
 
     report = train(options, log=log)
     _print_summary(report)

@@ -93,7 +93,8 @@ def test_a_kind_with_no_judged_example_is_refused_before_training_and_pseudo_alo
     proc = _train_cli("--dataset", str(data), "--spec", str(data / "recipe.yaml"), "--model", "bi-encoder",
                       "--output", str(tmp_path / "models"), "--index-dir", str(tmp_path / "indices"), "--quiet",
                       home=home)  # --quiet keeps the warning; the error is one line, exit status 2
-    assert proc.returncode == 2 and proc.stderr.startswith("warning: ") and proc.stderr.count("\n") == 2, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("tessera: warning: ") and proc.stderr.count("\n") == 2, \
+        proc.stderr
     assert "bi-encoder: no judged example" in proc.stderr.splitlines()[1]
 
     from flows.train.examples import check_judged, own_examples
