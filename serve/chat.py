@@ -133,6 +133,8 @@ class ChatRequest(BaseModel):
                    "...); a flow answers once (1 only).")
     index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
                               "the service's index folders; default: the app's default index.")
+    params: dict[str, Any] | None = Field(None, description="Flows only (not OpenAI's): steps' params for this "
+                                          "answer, named STEP.PARAM (`{\"top.k\": 3}`), as /v1/search takes them.")
     tools: Any = Field(None, description="Refused when given: the models answer in text and call no tools.")
     tool_choice: Any = Field(None, description="Refused when given, as `tools`.")
     functions: Any = Field(None, description="Refused when given, as `tools`.")

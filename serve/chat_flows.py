@@ -208,6 +208,8 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:
         body["index"] = request.index
+    if getattr(request, "params", None):  # OpenAI's body only (extra_body), checked as /v1/search's
+        body["params"] = request.params
     try:
         prepared = svc.current().prepare(body, tenant)
     except (SpecError, ApiError) as err:

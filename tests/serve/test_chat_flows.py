@@ -58,6 +58,19 @@ def test_an_answer_cut_by_max_tokens_says_so(client):
     assert cut.choices[0].message.content.strip()
 
 
+def test_params_set_the_flows_steps_for_one_answer_and_a_step_it_lacks_is_a_422(client, serve_app):
+    """``params`` (extra_body), as /v1/search takes them: one document of context instead of five is a shorter
+    prompt; a step ``rag`` lacks is refused naming ``params``, before any model call."""
+    asked = {"model": "rag", "messages": ANSWERED, "max_tokens": 1, "temperature": 0}
+    five = client.chat.completions.create(**asked)
+    one = client.chat.completions.create(**asked, extra_body={"params": {"top.k": 1}})
+    assert 0 < one.usage.prompt_tokens < five.usage.prompt_tokens, (one.usage, five.usage)
+    refused = requests.post(f"{serve_app}/v1/chat/completions", json={**asked, "params": {"tpo.k": 1}}, timeout=60)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "params" and "has no step 'tpo' (did you mean 'top'?)" in error["message"], error
+
+
 def test_a_question_the_index_does_not_cover_is_declined_without_the_model(client):
     """rag's min_relevance: nothing in the sample is about football; the reply says so, marked, streamed alike."""
     asked = [{"role": "user", "content": "who won the 2018 football world cup"}]
