@@ -182,15 +182,13 @@ def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -
     return message, problems[0][0] if problems else "body"
 
 
-#: A flow step's own fields (``flows.spec.StepSpec``), which a spec error of a step may name without the step's path.
-STEP_FIELDS = frozenset({"op", "params", "inputs", "cache", "num_gpus", "num_cpus", "batch_size", "concurrency",
-                         "placement"})
-
-
 def step_field(err: SpecError) -> str | None:
-    """The request's path of the field a spec error names: a step's own (``inputs``) as ``steps.<id>.inputs``, where
-    the same spec's other errors put it (``steps.b.op``); a whole path, or a mosaicRAG step's (``2.id``), as it is."""
-    if err.step and err.field and err.field.split(".")[0] in STEP_FIELDS:
+    """The request's path of the field a spec error names: a step's own (``inputs``, a field of ``StepSpec``) as
+    ``steps.<id>.inputs``, where the same spec's other errors put it (``steps.b.op``); a whole path, or a mosaicRAG
+    step's (``2.id``), as it is."""
+    from flows.spec import StepSpec
+
+    if err.step and err.field and err.field.split(".")[0] in StepSpec.model_fields:
         return f"steps.{err.step}.{err.field}"
     return err.field
 

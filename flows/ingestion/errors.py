@@ -41,16 +41,13 @@ class NothingIngestedError(IngestError):
         self.report = report
         first = first_open_failure(report.index)
         retry = retry or f"fix them, then: ingest(None, {report.index!r}, retry_failed=True)"
+        from operators.sources._documents import TEXT_FIELD_ADVICE
+
         if first and TEXT_FIELD_ADVICE in first:  # a retry reads the file with the same fields: it failed the same
             retry = f"{retry}, or read the source with other fields: {again or 'the same ingest(..., fields=...)'}"
         super().__init__(f"no document was ingested: all {report.failures} failed ("
                          + (f"the first: {first}; " if first else "") + f"why: {report.index}/failures.jsonl; {retry})",
                          field="source")
-
-
-#: What a source's reader says of a file that lacks the text column (operators/sources/_documents.py): a failure no
-#: retry fixes unless the file changes, as a retry reads it with the fields of its first run.
-TEXT_FIELD_ADVICE = "name the column that holds the text"
 
 
 class SourceChangedError(IngestError):

@@ -26,6 +26,9 @@ logger = logging.getLogger("operators.sources")
 RESERVED = ("docno", "title", "text")
 #: Id fields tried, in order, when ``id_field`` is left at its BEIR default ``_id``.
 ID_FALLBACKS = ("docno", "id", "doc_id")  # doc_id: what Tessera itself calls it
+#: What a file without the text column is told to do; an ingestion that every such file failed reads it to add that a
+#: retry, which reads the file with the same fields, fails the same way (``flows.ingestion.errors``).
+TEXT_FIELD_ADVICE = "name the column that holds the text"
 
 
 def default_id(record: dict) -> str | None:
@@ -206,8 +209,8 @@ class DocumentMapper:
         names = [n for n in table.column_names if n not in carry]
         if p.text_field not in names:
             raise SourceError(
-                f"{where}: no text column '{p.text_field}' (columns: {names}); name the column that holds the "
-                "text: tessera ingest --text-field COLUMN (in Python, ingest(..., fields={'text_field': COLUMN}); in "
+                f"{where}: no text column '{p.text_field}' (columns: {names}); {TEXT_FIELD_ADVICE}: tessera ingest "
+                "--text-field COLUMN (in Python, ingest(..., fields={'text_field': COLUMN}); in "
                 f"a spec, the read step's param: {{op: {self.op.name}, params: {{..., text_field: COLUMN}}}})",
                 op=self.op.name, step=self.op.step_id, field="params.text_field",
             )

@@ -71,8 +71,6 @@ async function saveFlow(event) {
     // another saved flow of that name is replaced, with no undo: asked first, as a delete is (it went silently)
     if (flowListing.saved.includes(name) && name !== openedFlow
         && !window.confirm(`Replace the saved flow '${name}' with this spec?`)) return;
-    // the name field names it: a spec opened from another flow still holds that flow's name (a 422 on PUT)
-    if (spec && typeof spec === "object" && !Array.isArray(spec)) delete spec.name;
     const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
     $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
     openedFlow = saved.name;
