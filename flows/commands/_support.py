@@ -126,15 +126,25 @@ def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError
     return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
 
 
+#: The engine's fields that a command's positional argument feeds (``Flow.load``'s ``spec``, an operator's ``op``).
+ARGUMENT_FIELDS = ("spec", "op")
+
+
 def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
     """Each option of ``parser`` by the names code gives it as an error's field (``cache_dir``, ``cache-dir``), to
-    the option the user types (``--cache-dir``): ``named_as_typed`` uses them."""
+    the option the user types (``--cache-dir``): ``named_as_typed`` uses them. A positional argument, and the
+    engine's fields the first one feeds, map to its name in ``--help`` (``tessera run hybrd`` said ``field 'spec'``:
+    ``FLOW``)."""
     names: dict[str, str] = {}
     for action in parser._actions:
         typed = [option for option in action.option_strings if option.startswith("--")]
         if typed and action.dest not in (argparse.SUPPRESS, "help"):
             names[action.dest] = names[action.dest.replace("_", "-")] = typed[0]
             names.setdefault(typed[0][2:].replace("-", "_"), typed[0])  # --flow's dest is flows: an error says flow
+    shown = {action.dest: action.metavar or action.dest.upper() for action in parser._actions
+             if not action.option_strings and not isinstance(action, argparse._SubParsersAction)}
+    for dest, name in [*shown.items(), *((field, next(iter(shown.values()))) for field in ARGUMENT_FIELDS if shown)]:
+        names.setdefault(dest, name)
     return names
 
 
@@ -142,7 +152,8 @@ def named_as_typed(err: TesseraError, options: dict[str, str]) -> TesseraError:
     """``err`` with its field named as the command line's option (``field '--cache-dir'``, not the engine's
     ``field 'cache_dir'``). An engine error about a step keeps its field: that is the step's param, not an option;
     so does one about a spec's own fields (``load_flow``: a top-level ``index:`` in the file is not ``--index``)."""
-    if err.field in options and not getattr(err, "in_spec", False) and (err.step is None or isinstance(err, CliError)):
+    in_spec = getattr(err, "in_spec", False) and err.field not in ARGUMENT_FIELDS  # a spec file's `name:` is no NAME
+    if err.field in options and not in_spec and (err.step is None or isinstance(err, CliError)):
         err.field = options[err.field]
     return err
 

@@ -219,9 +219,9 @@ def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sa
      ["step 'bm25'", "field 'steps.bm25.op'", "did you mean 'retrieve.corpus_bm25'"]),
     ("steps:\n  bm25: {op: retrieve.corpus_bm25, colour: red}\n", ["step 'bm25'", "steps.bm25.colour"]),
     ("steps:\n  a: {op: analyze.word_count, inputs: [zz]}\n", ["step 'a'", "field 'inputs'", "'zz'"]),
-    ("steps: [1, 2\n", ["field 'spec'", "not valid YAML/JSON: expected ',' or ']', but got '<stream end>' (line 2, "
+    ("steps: [1, 2\n", ["field 'FLOW'", "not valid YAML/JSON: expected ',' or ']', but got '<stream end>' (line 2, "
                        "column 1; while parsing a flow sequence at line 1, column 8)"]),
-    ("", ["field 'spec'", "bad.yaml: the file is empty: a flow spec is a mapping"]),
+    ("", ["field 'FLOW'", "bad.yaml: the file is empty: a flow spec is a mapping"]),
 ])
 def test_bad_spec_exits_2_with_one_line_naming_step_and_field(home, tmp_path, spec, needles, tessera):
     path = tmp_path / "bad.yaml"

@@ -71,3 +71,30 @@ def test_a_specs_own_field_of_an_options_name_is_not_taken_for_the_option(tmp_pa
         assert main(["run", str(source), "--index", str(tmp_path / "none"), "-q", "x", "--top", "3"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"tessera: error: field '{field}': {source}") and "unknown field" in err, err
+
+
+
+def test_a_positional_argument_is_named_as_help_shows_it(tmp_path, capsys, monkeypatch):
+    """``tessera run hybrd`` said ``field 'spec'`` (``Flow.load``'s argument) and ``tessera ops x`` ``field 'op'``,
+    names ``--help`` never shows: ``FLOW``, ``NAME``."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    for args, named in ((["run", "hybrd", "--queries", "x"], "FLOW"), (["cache", "explain", "hybrd"], "FLOW"),
+                        (["ops", "rerank.nosuch"], "NAME"), (["flows", "show", "hybrd"], "NAME"),
+                        (["models", "nosuch"], "NAME")):
+        capsys.readouterr()
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        typed = args[1 + (args[0] == "cache")]
+        assert err.startswith(f"tessera: error: field '{named}': ") and typed in err, (args, err)
+
+
+def test_a_spec_files_own_field_keeps_its_name_beside_a_positional():
+    """``flows save NAME FILE``: a bad ``name:`` inside the file is the file's field, not the argument NAME."""
+    options = {"name": "NAME", "spec": "NAME", "op": "NAME"}
+    err = SpecError("must be a word", field="name")
+    err.in_spec = True
+    assert named_as_typed(err, options).field == "name"
+    err = SpecError("not valid YAML", field="spec")
+    err.in_spec = True
+    assert named_as_typed(err, options).field == "NAME"
+    assert named_as_typed(SpecError("bad", step="b", field="op"), options).field == "op"

@@ -28,7 +28,7 @@ def test_a_saved_flow_is_replaced_only_with_force(home, tmp_path, capsys):
     assert main(["flows", "save", "mine", str(first)]) == 0  # the same spec again: nothing is lost
     assert main(["flows", "save", "mine", str(other)]) == 2  # silently replaced before
     err = capsys.readouterr().err
-    assert "field 'name'" in err and "a saved flow named 'mine' exists" in err and "--force" in err, err
+    assert "field 'NAME'" in err and "a saved flow named 'mine' exists" in err and "--force" in err, err
     assert "k: 3" in (home / "flows" / "mine.yaml").read_text()
     assert main(["flows", "save", "mine", str(other), "--force", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["replaced"] is True
