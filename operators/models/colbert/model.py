@@ -201,6 +201,10 @@ class ColbertModel(torch.nn.Module):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         transformer_dir, weight, config = read_checkpoint(path)
+        if weight is None and not new_projection:  # said before the transformer's weights are loaded for nothing
+            raise ColbertCheckpointError(
+                f"{path} has no ColBERT projection (no {LINEAR_FILE}, Dense module or linear.weight): it is "
+                "a plain encoder; train a ColBERT model from it (tessera train, flows.train.colbert)", field="model")
         from transformers import AutoModel, AutoTokenizer
 
         with _quiet_transformers():
@@ -208,11 +212,6 @@ class ColbertModel(torch.nn.Module):
             transformer = AutoModel.from_pretrained(str(transformer_dir), local_files_only=True).float()
         hidden = int(transformer.config.hidden_size)
         if weight is None:
-            if not new_projection:
-                raise ColbertCheckpointError(
-                    f"{path} has no ColBERT projection (no {LINEAR_FILE}, Dense module or linear.weight): it is "
-                    "a plain encoder; train a ColBERT model from it (tessera train, flows.train.colbert)",
-                    field="model")
             generator = torch.Generator().manual_seed(seed)
             weight = torch.empty(new_projection, hidden)
             torch.nn.init.orthogonal_(weight, generator=generator)
