@@ -107,7 +107,7 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
          synthetic: SyntheticParams | None = None, more: Sequence[tuple[LabelledSet, str]] = (),
-         log: Callable[[str], None] = print, progress: bool = True) -> Mined:
+         log: Callable[[str], None] = print, progress: bool = True, max_examples: int | None = None) -> Mined:
     """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
 
     ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
@@ -118,7 +118,8 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     for a repeated ``--dataset``, whose errors name ``dataset`` and ``split``).
     ``synthetic`` (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn
     from the first set's corpus, mined the same way, and from each of its ``corpora`` on
-    that corpus's own index; their examples carry ``"synthetic": True``.
+    that corpus's own index; their examples carry ``"synthetic": True``. ``max_examples``: the examples the caller
+    keeps (the judged first): pseudo-queries are mined only until they fill what the judged ones leave.
     """
     from flows.bench import indices
     from flows.spec import FlowSpec
@@ -143,7 +144,8 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     indexed = [on_index(data.corpus, data.corpus_sha256()) for data in sets]
     examples, labelled = _mine_labelled(sets, indexed, params, log)
     spec = indexed[0][0]
-    pseudo, by_corpus = _mine_synthetic(sets[0].corpus, spec, synthetic, others, on_index, params, log)
+    room = None if max_examples is None else max(max_examples - len(examples), 0)
+    pseudo, by_corpus = _mine_synthetic(sets[0].corpus, spec, synthetic, others, on_index, params, log, room)
     examples += pseudo
     summed = {name: sum(s[name] for s in labelled) for name in _SUMMED}
     if not examples:
@@ -181,17 +183,23 @@ def _mine_labelled(sets: list[Any], indexed: list[tuple[Any, Any]], params: Mini
 
 def _mine_synthetic(corpus: Path, spec: Any, synthetic: SyntheticParams | None, others: list[tuple[Any, Path]],
                     on_index: Callable[[Path, str], tuple[Any, Any]], params: MiningParams,
-                    log: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+                    log: Callable[[str], None], room: int | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Examples from pseudo-queries of the first set's ``corpus`` (on ``spec``, its index) and of each further
-    corpus (on that corpus's own index), and how many each corpus gave."""
+    corpus (on that corpus's own index), and how many each corpus gave; at most ``room`` (None: all)."""
     from operators.atomic import file_sha256
 
     own = synthetic is not None and synthetic.queries > 0
-    pseudo = _mine_pseudo(corpus, spec, synthetic, params) if own else []
+    if room == 0 and (own or others):
+        log("the judged examples fill the examples kept (max_examples): no pseudo-query is mined")
+        return [], {}
+    pseudo = _mine_pseudo(corpus, spec, synthetic, params, room) if own else []
     by_corpus = {os.path.abspath(corpus): len(pseudo)} if own else {}
     for other, other_corpus in others:
+        if room is not None and len(pseudo) >= room:
+            break
         other_spec, _ = on_index(other_corpus, file_sha256(other_corpus))
-        drawn = _mine_pseudo(other_corpus, other_spec, synthetic.for_corpus(other), params)
+        drawn = _mine_pseudo(other_corpus, other_spec, synthetic.for_corpus(other), params,
+                             None if room is None else room - len(pseudo))
         log(f"drew {len(drawn)} pseudo-queries from {other_corpus}")
         key = os.path.abspath(other_corpus)
         by_corpus[key] = by_corpus.get(key, 0) + len(drawn)
@@ -310,24 +318,28 @@ def _negatives(qid: str, ranked: dict[str, list[str]], relevant: set[str], texts
     return [pool[i] for i in sorted(rng.sample(range(len(pool)), min(params.negatives, len(pool))))]
 
 
-def _mine_pseudo(corpus: Path, spec: Any, synthetic: SyntheticParams, params: MiningParams) -> list[dict[str, Any]]:
-    """Examples from pseudo-queries (``flows.train.synthetic``): the source document is the only positive."""
+def _mine_pseudo(corpus: Path, spec: Any, synthetic: SyntheticParams, params: MiningParams,
+                 room: int | None = None) -> list[dict[str, Any]]:
+    """Examples from pseudo-queries (``flows.train.synthetic``): the source document is the only positive. With
+    ``room``, the first ``room`` examples only: the pseudo-queries are searched a batch at a time until they give
+    as many (a query whose search finds no negative gives none), the same examples as all of them would begin
+    with."""
     import pyarrow as pa
 
     from flows.train.synthetic import pseudo_queries
 
-    pseudo = pseudo_queries(corpus, synthetic)
-    if not pseudo:
-        return []
-    ranked = _retrieve(spec, pa.table({"qid": [p.qid for p in pseudo], "query": [p.query for p in pseudo]}))
-    texts = corpus_texts(corpus, {d for docs in ranked.values() for d in docs})
-    examples = []
-    for p in pseudo:
-        negatives = _negatives(p.qid, ranked, {p.docno}, texts, params)
-        if negatives:
-            examples.append({"qid": p.qid, "query": p.query, "positive_id": p.docno, "positive": p.positive,
-                             "negative_ids": negatives, "negatives": [texts[d] for d in negatives],
-                             "synthetic": True})
+    pseudo, examples, start = pseudo_queries(corpus, synthetic), [], 0
+    while start < len(pseudo) and (room is None or len(examples) < room):
+        batch = pseudo[start:] if room is None else pseudo[start:start + room - len(examples)]
+        start += len(batch)
+        ranked = _retrieve(spec, pa.table({"qid": [p.qid for p in batch], "query": [p.query for p in batch]}))
+        texts = corpus_texts(corpus, {d for docs in ranked.values() for d in docs})
+        for p in batch:
+            negatives = _negatives(p.qid, ranked, {p.docno}, texts, params)
+            if negatives:
+                examples.append({"qid": p.qid, "query": p.query, "positive_id": p.docno, "positive": p.positive,
+                                 "negative_ids": negatives, "negatives": [texts[d] for d in negatives],
+                                 "synthetic": True})
     return examples
 
 

@@ -347,6 +347,7 @@ def _mine(options: TrainOptions, flow: Any, training: TrainingSection, split: st
             for d in options.more_datasets]
     more += [(s, f"{SECTION}.datasets.{n}") for n, s in enumerate(training.datasets)]
     return mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
+                max_examples=options.max_examples,
                 allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
                 synthetic=training.synthetic if training.synthetic.wanted() else None, more=more, log=log,
                 progress=options.progress)

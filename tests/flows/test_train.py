@@ -194,6 +194,28 @@ def test_pseudo_queries_are_corpus_sentences_whose_document_is_the_positive(slic
         assert e["positive_id"] not in e["negative_ids"] and 1 <= len(e["negatives"]) <= 3
 
 
+def test_max_examples_mines_only_the_pseudo_queries_that_fill_it(slice_dir, home):
+    """``--max-examples 40`` mined all 1,200 of a recipe's pseudo-queries (minutes of searching) when the judged
+    examples already filled it; now the pseudo-queries are searched until they fill what is left, giving the
+    examples the whole mining began with."""
+    from flows.train.mining import MiningParams, mine
+    from flows.train.recipe import load_recipe
+    from flows.train.synthetic import SyntheticParams
+
+    flow, _ = load_recipe(slice_dir / "recipe.yaml")
+    quiet = {"params": MiningParams(skip_top=0, negatives=3, seed=7), "progress": False, "log": lambda _: None}
+    judged = len(mine(slice_dir, flow, **quiet).examples)
+    synthetic = SyntheticParams(queries=12, keep_sentence=0.0, seed=3)
+    whole = mine(slice_dir, flow, synthetic=synthetic, **quiet)
+    for room in (1, 5):
+        capped = mine(slice_dir, flow, synthetic=synthetic, max_examples=judged + room, **quiet)
+        assert capped.examples == whole.examples[:judged + room] and capped.stats["pseudo_queries"] == room
+    said: list[str] = []
+    filled = mine(slice_dir, flow, synthetic=synthetic, max_examples=judged, **{**quiet, "log": said.append})
+    assert filled.examples == whole.examples[:judged] and filled.stats["pseudo_queries"] == 0
+    assert any("no pseudo-query is mined" in line for line in said), said
+
+
 def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.mining import MiningParams, mine
@@ -358,7 +380,7 @@ def test_max_examples_mines_the_first_judged_queries_and_caps_the_examples_judge
                            output=tmp_path / "models", progress=False)
     report = train(options, log=lambda _: None)
     record = report.models[0].record
-    assert report.mining["queries"] == 3 and report.mining["pseudo_queries"] == 6
+    assert report.mining["queries"] == 3 and report.mining["pseudo_queries"] == 0  # 6 were mined for nothing
     assert record["counts"]["examples"] == 3  # the 3 queries give at least 3 judged examples: no pseudo-query is left
     recipe.write_text(RECIPE, encoding="utf-8")  # no pseudo-queries: the same 3 judged examples, the same weights
     again = train(options, log=lambda _: None)
