@@ -48,15 +48,18 @@ def steps_per_epoch(n_examples: int, batch_size: int) -> int:
     return max(1, math.ceil(n_examples / batch_size))
 
 
-def total_steps(n_examples: int, batch_size: int, epochs: int, max_steps: int | None, desc: str = "training") -> int:
+def total_steps(n_examples: int, batch_size: int, epochs: int, max_steps: int | None, desc: str = "training",
+                epoch_steps: list[int] | None = None) -> int:
     """The steps of a schedule: its epochs', or ``max_steps`` where fewer. More is said, not trained: a schedule is
-    its epochs (``--epochs`` trains longer), and ``--max-steps 5000`` over 300 steps stopped at 300 without a word."""
-    per_epoch = steps_per_epoch(n_examples, batch_size)
-    steps = per_epoch * epochs
+    its epochs (``--epochs`` trains longer), and ``--max-steps 5000`` over 300 steps stopped at 300 without a word.
+    ``epoch_steps``: each epoch's batches where they are not ``n_examples / batch_size`` (``batches``)."""
+    epoch_steps = epoch_steps or [steps_per_epoch(n_examples, batch_size)] * epochs
+    steps = sum(epoch_steps)
     if max_steps and max_steps > steps:
-        log.warning("%s: max_steps=%d is more than its %d epoch(s) of %d step(s) (%d examples, batches of %d): it "
-                    "stops after %d steps; give more epochs to train longer", desc, max_steps, epochs, per_epoch,
-                    n_examples, batch_size, steps)
+        fewest, most = min(epoch_steps), max(epoch_steps)
+        log.warning("%s: max_steps=%d is more than its %d epoch(s) of %s step(s) (%d examples, batches of %d): it "
+                    "stops after %d steps; give more epochs to train longer", desc, max_steps, epochs,
+                    fewest if fewest == most else f"{fewest}-{most}", n_examples, batch_size, steps)
     return min(steps, max_steps) if max_steps else steps
 
 
@@ -99,7 +102,9 @@ def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[st
     from tqdm.auto import tqdm
 
     losses = [] if losses is None else losses
-    steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps, desc)
+    rng = random.Random(seed)  # every epoch's batches first: one without a repeated query may be more than n / size
+    drawn = [batches(examples, params.batch_size, rng) for _ in range(params.epochs)]
+    steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps, desc, [len(b) for b in drawn])
     opt, schedule = optimizer(parameters, params.lr, params.weight_decay, params.warmup_ratio, steps)
     done_epochs = 0
     if state is not None:
@@ -107,12 +112,11 @@ def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[st
         losses[:] = state["losses"]
         done_epochs = state["epoch"]
     model.train()
-    rng, step = random.Random(seed), 0
+    step = 0
     bar = step_bar(steps, desc, progress)
-    for epoch in range(params.epochs):
+    for epoch, epoch_batches in enumerate(drawn):
         if step >= steps:
             break
-        epoch_batches = batches(examples, params.batch_size, rng)  # drawn for a skipped epoch too: same order
         if epoch < done_epochs:
             step = min(steps, step + len(epoch_batches))
             bar.update(step - bar.n)

@@ -40,3 +40,30 @@ def test_colbert_trains_its_epochs_and_says_the_cap_was_beyond_them(tmp_path, ca
     assert [m for m in caplog.messages if "max_steps" in m] == [
         "colbert: max_steps=50 is more than its 1 epoch(s) of 2 step(s) (4 examples, batches of 2): it stops after "
         "2 steps; give more epochs to train longer"]
+
+
+@pytest.mark.integration  # a torch module trains (one weight: the loop is what is checked)
+def test_every_epoch_trains_all_its_examples_when_batches_cannot_repeat_a_query():
+    """A batch holds a query once, so 40 examples of 20 queries (two positives each) make 5 or 6 batches of 8 an
+    epoch: the schedule counted 5 (40 / 8), and the second of ``--epochs 2`` was cut short without a word."""
+    import random
+    from types import SimpleNamespace
+
+    import torch
+
+    from flows.train._loop import batches, fit
+
+    examples = [{"query": f"q{i // 2}", "positive": f"p{i}", "negatives": ["n"]} for i in range(40)]
+    params = SimpleNamespace(batch_size=8, epochs=2, negatives=1, lr=0.01, weight_decay=0.0, warmup_ratio=0.1)
+    rng = random.Random(5)
+    drawn = [len(batches(examples, 8, rng)) for _ in range(2)]
+    assert sum(drawn) > 10, drawn  # the seed is one where the batches are more than 40 / 8 an epoch
+    model, seen = torch.nn.Linear(1, 1), []
+
+    def loss_of(columns):
+        seen.extend(columns[1])
+        return (model(torch.ones(len(columns[0]), 1)) ** 2).mean()
+
+    losses = fit(model, loss_of, examples, model.parameters(), params, seed=5, max_steps=None, desc="test",
+                 progress=False)
+    assert len(losses) == sum(drawn) and sorted(seen) == sorted(e["positive"] for e in examples * 2)
