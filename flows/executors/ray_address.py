@@ -265,7 +265,7 @@ def _not_ray(refusal: tuple[str, str], at: str, client: bool, job_hint: bool = F
         return (f"{at} accepts connections but does not answer as a {want} (no reply in {PROBE_SECONDS:g} s): "
                 "another program listens there")
     if status == "UNIMPLEMENTED":
-        other = ("a GCS port is given without ray://" if client else
+        other = (f"if it is the head's GCS port, write it without ray:// ({at})" if client else
                  "if it is Ray Client's port (10001 unless `--ray-client-server-port` chose another), "
                  + ("Ray Data does not work over Ray Client: submit the command as a job (`ray job submit`)"
                     if job_hint else "write ray://HOST:PORT"))

@@ -85,7 +85,8 @@ def check_plugins_on_workers(flow: Flow, steps: Iterable[str]) -> None:
         raise PluginNotOnWorkersError(
             f"operator {flow.operators[step].name} comes from module '{module}', which Ray's workers cannot import "
             f"({problems[module]}): install its package where the workers run, or put its folder on PYTHONPATH "
-            f"before Ray starts{_folder_hint(module)}, or start Ray with runtime_env py_modules or working_dir "
+            f"before Ray starts{_folder_hint(module)} (a cluster's workers take the PYTHONPATH of the shell that ran "
+            "`ray start` on their node, not this process's), or start Ray with runtime_env py_modules or working_dir "
             "(docs/executors.md)", step=step, field=f"steps.{step}.op")
 
 

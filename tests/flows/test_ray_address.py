@@ -255,7 +255,8 @@ def test_a_grpc_server_that_is_not_ray_is_refused_with_the_ray_client_hint(gcs_s
                                                   r"the command as a job \(`ray job submit`\)") as err:
             check_ray_address(environ={"RAY_ADDRESS": other.address})
         assert "ray://" not in err.value.message
-        with pytest.raises(RayAddressError, match="not a Ray Client server: a GCS port is given without ray://"):
+        with pytest.raises(RayAddressError, match=r"not a Ray Client server: if it is the head's GCS port, write it "
+                                                  r"without ray:// \([^)]+:\d+\)"):
             check_ray_address(f"ray://{ray_dials}:{other.port}", job_hint=False)
 
 
