@@ -98,12 +98,15 @@ def _print_summary(report) -> None:
     if report.mining:
         sets = report.mining.get("datasets") or [report.mining]
         where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
-        title = f"mined {report.mining['examples']} examples from {report.mining['queries']} queries ({where})"
+        pseudo = report.mining.get("pseudo_queries") or 0
+        mined = f"{report.mining['examples']} examples" + (
+            f" ({report.mining['examples'] - pseudo} judged, {pseudo} from pseudo-queries)" if pseudo else "")
+        title = f"mined {mined} from {report.mining['queries']} judged queries ({where})"
     else:
         title = "distilled from the base model alone (no dataset)"
     table = Table(title=title, title_justify="left")
     for column in ("model", "kind", "trained on", "path", "status"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a name cut short is no name to `mv` back
     for m in report.models:
         status = "reused" if m.reused else f"made in {m.seconds:.0f} s"
         if not m.reused and m.record.get("previous_kept_as"):  # said with --quiet too: where the replaced one went
@@ -133,7 +136,7 @@ def _list_models(args: argparse.Namespace) -> int:
         return 0
     table = Table(title=f"trained models in {folder}", title_justify="left")
     for column in ("name", "kind", "base", "examples", "trained", "path"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for row in rows:
         examples = "" if row["examples"] is None else str(row["examples"])
         if row["pseudo_examples"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Iterator
 
 #: Libraries whose loggers write notes to the terminal while a model loads or trains: sentence-transformers'
@@ -15,8 +16,10 @@ NOTING_LIBRARIES = ("transformers", "sentence_transformers", "huggingface_hub", 
 def quiet_libraries(quiet: bool) -> Iterator[None]:
     """With ``quiet``, the libraries Tessera trains with show no progress bar (transformers' and huggingface_hub's
     "Loading weights", "Writing model shards") and log errors only, not their notes (``NOTING_LIBRARIES``);
-    everything is as it was afterwards. Without it, nothing is touched."""
-    if not quiet:
+    everything is as it was afterwards. Off a terminal (a file, a job's log) their bars are hidden too: a bar's
+    redraws are no lines to read there (Tessera's own progress writes lines, ``step_bar``)."""
+    bars_only = not quiet and not sys.stderr.isatty()
+    if not quiet and not bars_only:
         yield
         return
     import logging
@@ -28,7 +31,7 @@ def quiet_libraries(quiet: bool) -> Iterator[None]:
     hf_logging.get_verbosity()  # sets transformers' logger up now: later, that would reset the level set here
     levels = {name: logging.getLogger(name).level for name in NOTING_LIBRARIES}
     hf_logging.disable_progress_bar()
-    for name in NOTING_LIBRARIES:
+    for name in () if bars_only else NOTING_LIBRARIES:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
         yield

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -95,9 +96,10 @@ def _distill(params: StaticParams, tmp: Path, progress: bool) -> dict[str, Any]:
 @contextlib.contextmanager
 def _bar(module: Any, progress: bool) -> Iterator[None]:
     """``module``'s tqdm bars (model2vec's "Encoding tokens", which has no switch of its own) off unless
-    ``progress``, by giving the module a tqdm that is disabled while it runs."""
+    ``progress`` on a terminal (in a log, a bar is a line of redraws), by giving the module a tqdm that is disabled
+    while it runs."""
     shown = getattr(module, "tqdm", None)
-    if progress or shown is None:
+    if (progress and sys.stderr.isatty()) or shown is None:
         yield
         return
     module.tqdm = functools.partial(shown, disable=True)

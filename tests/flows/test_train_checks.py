@@ -353,6 +353,11 @@ def test_train_list_shows_each_trained_model_with_its_kind_base_examples_and_dat
     ce = listed["models"][1]
     assert f"tessera-cross-encoder │ cross-encoder │ all-MiniLM-L6-v2 │ {ce['examples']} " \
            f"({ce['judged_examples']} judged, 6 pseudo) │ {ce['trained_at']}" in table
+    monkeypatch.setenv("COLUMNS", "70")  # a narrow log: names and paths fold onto more lines, never cut with "…"
+    assert main(["train", "--list"]) == 0
+    narrow = capsys.readouterr().out
+    assert "…" not in narrow and "tessera-cross-encoder" in "".join(
+        line.split("│")[1].strip() for line in narrow.splitlines() if line.count("│") > 2), narrow
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "empty"))
     assert main(["train", "--list"]) == 0
     assert "no model trained into" in capsys.readouterr().err

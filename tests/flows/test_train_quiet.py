@@ -95,6 +95,31 @@ def test_train_quiet_shows_no_progress_bar_or_note_of_its_own_or_of_the_librarie
         logging.getLogger("transformers").propagate = propagates
 
 
+@pytest.mark.integration
+def test_off_a_terminal_the_libraries_bars_are_hidden_and_tesseras_own_lines_stay(dataset, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """A log (pytest's stderr, a file, a job's) got transformers' "Loading weights" and "Writing model shards" bars,
+    redraws joined by carriage returns, beside Tessera's own progress lines: the bars are hidden there."""
+    from transformers.utils import logging as hf_logging
+
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as a new process has them
+    try:
+        capsys.readouterr()
+        assert main(["train", "--dataset", str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model",
+                     "cross-encoder", "--max-steps", "1", "--output", str(tmp_path / "models")]) == 0
+        err = capsys.readouterr().err
+        assert "cross-encoder: step 1/1" in err, err  # Tessera's own line, off a terminal
+        for bar in ("Loading weights", "Writing model shards", "\r"):
+            assert bar not in err, err
+        assert hf_logging.is_progress_bar_enabled()  # as before
+    finally:
+        (hf_logging.enable_progress_bar if shown else hf_logging.disable_progress_bar)()
+
+
 @pytest.mark.slow
 def test_installed_train_quiet_prints_its_table_alone(dataset, tmp_path):
     """The command as a user runs it: with --quiet, stderr stays empty and stdout holds the summary table."""
