@@ -1,19 +1,17 @@
 """The training recipe: mine hard negatives once, then train each requested model, cached.
 
-A recipe is a spec file (``flows/train/recipes/train.yaml`` by default; the built-in recipes
-live in that folder, apart from the flows): its ``steps`` are the
-mining flow (a normal flow spec, run over the training queries by
-``flows.train.mining``) and its ``training`` section (``TrainingSection``) holds the
-split, the mining choices and each model's hyperparameters. ``train(options)`` mines,
-then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
-``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
-``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
-``training.json`` records the same config key is reused; another key (or ``force``) trains a new one, and the
-checkpoint it replaces is kept beside it (``checkpoints.kept_as``); ``force`` also replaces a folder there
-that is no checkpoint (refused otherwise, before any mining: ``checkpoints.check_destination``). A recipe's
-``training.makes`` says which models it is run for and how (``train_command``), so a flow
-that needs one of them can say which command makes it. The ``static`` kind is distilled from
-its base alone (``flows.train.static``): a run of only that kind needs no dataset and mines nothing.
+A recipe is a spec file (``flows/train/recipes/train.yaml`` by default; the built-in recipes live in that folder,
+apart from the flows): its ``steps`` are the mining flow (a normal flow spec, run over the training queries by
+``flows.train.mining``) and its ``training`` section (``TrainingSection``) holds the split, the mining choices and
+each model's hyperparameters. ``train(options)`` mines, then trains the kinds asked for into
+``<output>/<prefix>-<kind>`` (default ``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
+``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose ``training.json`` records the
+same config key is reused; another key (or ``force``) trains a new one, and the checkpoint it replaces is kept
+beside it (``checkpoints.kept_as``); ``force`` also replaces a folder there that is no checkpoint (refused
+otherwise, before any mining: ``checkpoints.check_destination``). A recipe's ``training.makes`` says which models
+it is run for and how (``train_command``), so a flow that needs one of them can say which command makes it. The
+``static`` kind is distilled from its base alone (``flows.train.static``): a run of only that kind needs no dataset
+and mines nothing.
 """
 
 from __future__ import annotations
@@ -175,14 +173,16 @@ def _with_own_base(kind: str, params: BaseModel, output: Path, prefix: str) -> B
     return params.model_copy(update={"base": str(folder)})
 
 
-def _check_bases(kinds: list[str], training: TrainingSection) -> None:
-    """Fail before mining (minutes on a new dataset) when a base model that is not this run's is absent."""
+def _check_bases(kinds: list[str], training: TrainingSection, output: Path, prefix: str) -> None:
+    """Fail before mining (minutes on a new dataset) when a base model is absent (a kind it names: trained before)."""
     from operators.models import resolve_model_path
     from operators.models.references import ModelNotFoundError
 
     for kind in kinds:
         base = getattr(training.params(kind), "base")
         if base in KINDS:
+            if base not in kinds:
+                _with_own_base(kind, training.params(kind), output, prefix)  # raises when it is not there
             continue
         try:
             resolve_model_path(base)
@@ -311,12 +311,12 @@ def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
                          "with a letter or digit (the models are named PREFIX-KIND)", field="name_prefix")
     if "colbert" in kinds:
         colbert_trainer()  # fail before mining when it is missing
-    _check_bases(kinds, training)
     needs_data = [kind for kind in kinds if kind not in DATA_FREE_KINDS]
     if needs_data and options.dataset is None:
         raise TrainError(f"training {', '.join(needs_data)} needs --dataset: a BEIR folder with a training split",
                          field="dataset")
     output = Path(options.output).expanduser() if options.output else models_dir()
+    _check_bases(kinds, training, output, options.name_prefix)
     checkpoints.check_destination(output, [output / model_name(options.name_prefix, kind) for kind in kinds],
                                   force=options.force)
     mined = _mine(options, flow, training, split, mining, log) if needs_data else None

@@ -401,9 +401,11 @@ def test_a_base_naming_another_kind_starts_from_this_runs_checkpoint_trained_fir
     assert report.models[1].record["hyperparameters"]["base"] == str(bi_encoder)
     alone = TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec=recipe, max_steps=1,
                          output=tmp_path / "other", progress=False)
+    said: list[str] = []
     with pytest.raises(TrainError, match="this run's bi-encoder .* is not trained yet: add --model bi-encoder") as err:
-        train(alone, log=lambda _: None)
+        train(alone, log=said.append)
     assert err.value.field == "training.cross_encoder.base"
+    assert said == [], said  # refused before mining: it mined first (an index build on a new dataset)
     recipe.write_text(RECIPE.replace("cross_encoder: {", "cross_encoder: {base: bi-encoder, ")
                       .replace("bi_encoder: {", "bi_encoder: {base: cross-encoder, "), encoding="utf-8")
     with pytest.raises(TrainError, match="bases form a cycle") as err:
