@@ -80,7 +80,6 @@ class TrainingSection(BaseModel):
 
     makes: Makes | None = Field(None, description="The models this recipe is run for and how; names a flow needs "
                                 "are looked up here (train_command).")
-
     split: str = Field("train", description="qrels split the examples come from (never test/dev).")
     mining: MiningParams = Field(default_factory=MiningParams, description="How hard negatives are drawn.")
     datasets: list[LabelledSet] = Field(default_factory=list, description="More labelled datasets mined besides "
@@ -187,7 +186,8 @@ def _check_bases(kinds: list[str], training: TrainingSection, output: Path, pref
         try:
             resolve_model_path(base)
         except ModelNotFoundError as err:
-            raise TrainError(f"{kind}'s base: {err}", field=f"{SECTION}.{kind.replace('-', '_')}.base") from None
+            why = f"'{base}' is not trained yet: make it with: {made}" if (made := train_command(base)) else err
+            raise TrainError(f"{kind}'s base: {why}", field=f"{SECTION}.{kind.replace('-', '_')}.base") from None
 
 
 def recipe_names() -> list[str]:

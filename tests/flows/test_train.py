@@ -339,7 +339,8 @@ def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(sli
     (copy / "qrels" / "train.tsv").write_bytes((MUSIQUE / "qrels" / "test.tsv").read_bytes())
     proc = _train_cli("--dataset", str(slice_dir), "--dataset", str(copy), "--spec", str(slice_dir / "recipe.yaml"),
                       "--model", "bi-encoder", "--max-steps", "1", "--name-prefix", "two-sets", home=home)
-    assert f"from {sets[0]['queries'] + 100} queries ({slice_dir.name} train + musique_train train)" in proc.stdout
+    title = f"from {sets[0]['queries'] + 100} judged queries ({slice_dir.name} train + musique_train train)"
+    assert title in proc.stdout
     record = json.loads((home / "models" / "two-sets-bi-encoder" / "training.json").read_text(encoding="utf-8"))
     assert record["counts"]["examples"] == len(mined.examples)
     assert [s["dataset"] for s in record["mining"]["datasets"]] == [str(slice_dir), str(copy)]
@@ -459,7 +460,8 @@ def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_contin
     assert min(before) > 2.0 and abs(after - before).max() < 1e-3, (before, after)
 
     lines: list[str] = []  # without tessera-long-cross-encoder in this home, train_adapt fails before mining
-    with pytest.raises(TrainError, match="cross-encoder's base: model 'tessera-long-cross-encoder' is not") as err:
+    with pytest.raises(TrainError, match="cross-encoder's base: 'tessera-long-cross-encoder' is not trained yet: "
+                                         "make it with: tessera train .*--spec train_long") as err:
         train(TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec="train_adapt", progress=False),
               log=lines.append)
     assert err.value.field == "training.cross_encoder.base" and not lines
