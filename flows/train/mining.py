@@ -122,6 +122,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     keeps (the judged first): pseudo-queries are mined only until they fill what the judged ones leave.
     """
     from flows.bench import indices
+    from flows.result import counted
     from flows.spec import FlowSpec
 
     params = params or MiningParams()
@@ -158,7 +159,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     if more:
         stats["datasets"] = labelled
     log(f"mined {len(examples)} examples ({len(examples) - len(pseudo)} judged, {len(pseudo)} from pseudo-queries) "
-        f"from {stats['queries']} queries in {stats['seconds']:.1f} s")
+        f"from {counted(stats['queries'], 'query', 'queries')} in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
 
 
