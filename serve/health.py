@@ -72,7 +72,14 @@ def model_state(overview: Any | None) -> tuple[str, str | None]:
         return "unhealthy", message
     if not set(replicas) - _GONE and _name(overview.status) == "HEALTHY":
         return "idle", "scaled to zero replicas: the next request starts one, which loads the model"
+    if slow := _SLOW_START.search(message or ""):  # Serve's warning of a slow __init__: a model loading, as expected
+        return "loading", f"its replica has been loading the model for more than {slow.group(1)}"
     return "loading", message
+
+
+#: Serve's message for a replica whose constructor runs long ("... has 1 replicas that have taken more than 30s to
+#: initialize. This may be caused by a slow __init__ or reconfigure method."): developer's words for a model loading.
+_SLOW_START = re.compile(r"taken more than (\d+s) to initialize")
 
 
 def live_cards(cards: list[ModelCard], deployments: Mapping[str, Any]) -> list[ModelCard]:

@@ -34,6 +34,17 @@ def test_model_state_from_the_deployments_status(state, expected):
     assert model_state(state)[0] == expected
 
 
+def test_a_replica_loading_its_model_is_said_so_not_in_serves_words_for_a_slow_constructor():
+    """The web UI's badge showed "... This may be caused by a slow __init__ or reconfigure method." while MiniLM
+    loaded on 2 cores, as if something were wrong."""
+    from serve.health import model_state
+
+    message = ("Deployment 'all-MiniLM-L6-v2' in application 'tessera' has 1 replicas that have taken more than 30s "
+               "to initialize. This may be caused by a slow __init__ or reconfigure method.")
+    assert model_state(overview("UPDATING", message, STARTING=1)) == (
+        "loading", "its replica has been loading the model for more than 30s")
+
+
 def test_a_failed_replicas_traceback_is_not_in_the_reason():
     """What Serve said of an embedder whose folder held a broken config.json: /healthz, open to every client, gave
     the traceback with the server's files, the replica's pid, ip and actor id."""
