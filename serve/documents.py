@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from operators import metadata_columns
 from operators.errors import SourceError
 from operators.unicode import blank, unicode_problem
-from operators.sources.file_text import SUFFIXES, read_text_file
+from operators.sources.file_text import HTML_SUFFIXES, SUFFIXES, read_text_file
 from serve.errors import ApiError
 from serve.schemas import Text
 
@@ -252,9 +252,10 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
     except SourceError as err:
         raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
     if not document.has_text:  # sources.files reads no document from it either
-        raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
-                       "scripts, styles and the site's menus, header and footer); nothing to index", param="files",
-                       code="invalid_file")
+        page = (" (an HTML page's is that of its body, without scripts, styles and the site's menus, header and "
+                "footer)" if Path(filename).suffix.lower() in HTML_SUFFIXES else "")
+        raise ApiError(422, f"files: '{filename}' has no text{page}; nothing to index, nothing of this request "
+                       "was added: send the other files without it", param="files", code="invalid_file")
     if document.guessed_encoding is not None:
         warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
                         "(if its text looks wrong, save it as UTF-8 and send it again)")

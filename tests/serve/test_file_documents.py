@@ -56,8 +56,8 @@ def test_titles_from_the_first_heading_else_the_file_name():
     ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown or HTML file (.pdf, .txt, .md, "
      ".markdown, .html, .htm)"),
     ("blank.html", b"<html><head><title>Blank</title><script>go()</script></head><body> </body></html>",
-     "files: 'blank.html' has no text"),
-    ("empty.txt", b"\n\n", "files: 'empty.txt' has no text"),
+     "files: 'blank.html' has no text (an HTML page's is that of its body"),
+    ("empty.txt", b"\n\n", "files: 'empty.txt' has no text; nothing to index, nothing of this request was added"),
     ("nul.txt", b"\x00\x00\x00\x00", "files: 'nul.txt' has no text"),  # valid UTF-8, and indexed as a passage before
     ("bin.txt", b"\x00\x01\x02\xe2\x80\x8b", "files: 'bin.txt' has no text"),  # control bytes and a zero-width space
     ("../notes.txt", b"x", "'../notes.txt' is not a file name"),
