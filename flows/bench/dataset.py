@@ -113,7 +113,8 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"dataset '{folder}' is a file; give the BEIR folder that holds corpus.jsonl, "
                          "queries.jsonl and qrels/", field="dataset")
     if not root.is_dir():
-        raise BenchError(f"dataset folder '{folder}' does not exist", field="dataset")
+        where = "" if root.is_absolute() else f" (a relative path, read from {Path.cwd()})"
+        raise BenchError(f"dataset folder '{folder}' does not exist{where}", field="dataset")
     corpus, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
     for path in (corpus, queries_path):
         if not path.is_file():

@@ -306,8 +306,8 @@ def _other_corpus(other: Any, number: int) -> Path:
     """The corpus.jsonl of an entry of ``synthetic.corpora``; a clear error when it is not there."""
     corpus = other.corpus_file()
     if not corpus.is_file():
-        raise TrainError(f"no corpus at {other.corpus} (looked for {corpus}): give a BEIR-layout folder or a "
-                         "corpus.jsonl file", field=f"training.synthetic.corpora.{number}.corpus")
+        raise TrainError(f"no corpus at {other.corpus} (looked for {corpus.absolute()}): give a BEIR-layout folder "
+                         "or a corpus.jsonl file", field=f"training.synthetic.corpora.{number}.corpus")
     return corpus
 
 

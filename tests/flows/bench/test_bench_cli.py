@@ -233,6 +233,18 @@ def test_missing_dataset_folder_exits_2_naming_it(bench, tmp_path):
     assert status == 2 and "demo.yaml' is a file; give the BEIR folder" in stderr, stderr
 
 
+def test_a_missing_relative_dataset_says_where_it_was_read_from(tmp_path, monkeypatch):
+    """A recipe's ``../shared/data/...`` from a clone elsewhere: the folder read is the working directory's."""
+    from flows.bench.dataset import load_dataset
+    from flows.bench.errors import BenchError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BenchError) as err:
+        load_dataset("../shared/data/scifact")
+    assert err.value.message == (f"dataset folder '../shared/data/scifact' does not exist (a relative path, read "
+                                 f"from {tmp_path})")
+
+
 def test_python_m_flows_bench_is_the_same_command(scifact_slice, tmp_path):
     import subprocess
     import sys
