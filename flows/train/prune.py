@@ -132,7 +132,7 @@ def _kept_aside(entry: Path) -> str | None:
     key = str(record.get("config_key") or "unkeyed")[:12]
     if key != match["key"]:
         return None
-    return f"kept when {match['name']} was retrained ({record.get('saved_at') or 'date unknown'})"
+    return f"kept when {match['name']} was retrained (it was trained {record.get('saved_at') or 'at a date unknown'})"
 
 
 def _stale_export(entry: Path) -> str | None:

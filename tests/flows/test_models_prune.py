@@ -63,6 +63,8 @@ def test_prune_lists_then_removes_only_what_nothing_reads(tessera, tmp_path, mon
     by_path = {Path(i["path"]).name: i for i in listed["items"]}
     assert set(by_path) == {aside.name, stale_weights.name, old_layout.name, other_recipe.name}
     assert by_path[aside.name]["kind"] == "kept-aside checkpoint" and by_path[aside.name]["bytes"] > 5000
+    saved = json.loads((aside / "training.json").read_text())["saved_at"]  # its own date: not when it was put aside
+    assert by_path[aside.name]["why"].endswith(f"was retrained (it was trained {saved})"), by_path[aside.name]
     assert by_path[old_layout.name]["bytes"] == 7000 + len((old_layout / "source.json").read_bytes())
     assert "recipe" in by_path[other_recipe.name]["why"] and "no longer has" in by_path[stale_weights.name]["why"]
     assert all(Path(i["path"]).is_dir() for i in listed["items"])  # listing removes nothing
