@@ -64,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
+    from flows.train.resume import RESUMES_HERE
 
     if args.list:
         return _list_models(args)
@@ -78,12 +79,22 @@ def handle(args: argparse.Namespace) -> int:
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
                            force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
                            progress=not args.quiet)
+    resumable: list[str] = []  # the kinds whose finished epochs are saved, for a Ctrl-C's last word
+
     def log(message: str) -> None:  # --quiet keeps the warnings, said as every command's (docs/cli.md, "For scripts")
+        if message.endswith(RESUMES_HERE):
+            resumable.append(message.split(":", 1)[0])
         warning = message.startswith("warning: ")
         if not args.quiet or warning:
             print(f"tessera: {message}" if warning else message, file=sys.stderr, flush=True)
 
-    report = train(options, log=log)
+    try:
+        report = train(options, log=log)
+    except KeyboardInterrupt:  # `tessera: interrupted` follows: say what is kept, --quiet or not
+        if resumable:
+            print(f"tessera: {resumable[-1]}'s finished epochs are saved: the same command resumes after them",
+                  file=sys.stderr, flush=True)
+        raise
     _print_summary(report)
     return 0
 

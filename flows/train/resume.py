@@ -24,6 +24,8 @@ from flows.train.checkpoints import changed_inputs
 RESUMABLE = ("cross-encoder", "bi-encoder")
 STATE_FILE = "state.pt"
 META_FILE = "resume.json"
+#: How the line that says an epoch was saved ends (``tessera train`` reads it to say so again at a Ctrl-C).
+RESUMES_HERE = " (an interrupted run resumes from here)"
 
 
 def staging_folder(folder: Path) -> Path:
@@ -82,7 +84,7 @@ class EpochState:
         (self.folder / f"{META_FILE}.tmp").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
         os.replace(self.folder / f"{META_FILE}.tmp", self.folder / META_FILE)
         self.log(f"{self.kind}: epoch {epoch}{f' of stage {stage + 1}' if stage else ''} done; saved in "
-                 f"{self.folder} (an interrupted run resumes from here)")
+                 f"{self.folder}{RESUMES_HERE}")
 
     def restore(self, state: dict[str, Any], model: Any, optimizer: Any, schedule: Any) -> None:
         """Put a loaded ``state`` back into the model, optimiser, schedule and torch's RNG."""

@@ -395,3 +395,26 @@ def test_a_recipe_with_a_step_that_does_not_build_is_refused_naming_the_file(tmp
     with pytest.raises(UnknownOperatorError) as err:
         load_recipe(recipe)
     assert err.value.message.startswith(f"{recipe}: unknown operator 'no.such_op'") and err.value.step == "bm25"
+
+
+def test_a_ctrl_c_after_a_saved_epoch_says_the_same_command_resumes_quiet_or_not(base, home, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """``tessera: interrupted`` alone, and with --quiet the line saying the epoch was saved is not shown either:
+    the last word says what is kept and how to go on."""
+    from flows.commands import main
+    from flows.train import resume
+
+    saved = resume.EpochState.save
+
+    def save_then_ctrl_c(self, **state):
+        saved(self, **state)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(resume.EpochState, "save", save_then_ctrl_c)
+    args = ["train", "--dataset", str(base), "--spec", str(base / "recipe.yaml"), "--model", "bi-encoder",
+            "--epochs", "2", "--output", str(tmp_path / "models"), "--quiet"]
+    capsys.readouterr()
+    assert main(args) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-2:] == ["tessera: bi-encoder's finished epochs are saved: the same command resumes after them",
+                        "tessera: interrupted"], err
