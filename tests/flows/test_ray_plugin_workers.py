@@ -27,4 +27,5 @@ def test_a_plugin_only_on_the_drivers_path_is_refused_naming_its_step(
     assert (err.step, err.field) == ("flag", "steps.flag.op")
     assert f"module '{PACKAGE}.flags', which Ray's workers cannot import" in err.message
     assert f"No module named '{PACKAGE}'" in err.message and f"PYTHONPATH={root}" in err.message
+    assert "a cluster's workers take the PYTHONPATH of the shell that ran `ray start`" in err.message
     assert events == []  # refused before bm25 ran
