@@ -184,7 +184,7 @@ function forgetKeyData() {
   for (const id of ["task-table", "index-table", "doc-table", "model-table"]) $(id).tBodies[0].replaceChildren();
   for (const id of ["search-status", "task-counts", "upload-status", "delete-docs-status", "flow-status",
     "doc-heading"]) $(id).textContent = "";
-  for (const id of ["flow-name", "flow-spec"]) $(id).value = ""; // a saved flow of the other key
+  fillEditor("", ""); // a saved flow of the other key
   offerDelete();
   $("task-chat-form").hidden = true;
   $("index-documents").hidden = true;

@@ -3,6 +3,26 @@
 
 let flowListing = {builtin: [], saved: [], status: {}}; // GET /flows, as the list shows it
 let openedFlow = null; // the flow the editor was filled from (opened, or saved): saving it again asks nothing
+let openedSpec = ""; // the spec text the editor was filled with: what differs from it is unsaved
+
+/** The editor emptied, or filled with the saved flow ``name``'s spec ``text``: nothing in it is unsaved. */
+function fillEditor(name, text) {
+  $("flow-name").value = name;
+  $("flow-spec").value = text;
+  openedFlow = name || null;
+  openedSpec = text;
+}
+
+/** Whether the spec in the editor is not the one it was filled with (a change of layout alone is none). */
+function specChanged() {
+  const typed = $("flow-spec").value;
+  if (typed === openedSpec) return false;
+  try {
+    return JSON.stringify(JSON.parse(typed)) !== JSON.stringify(JSON.parse(openedSpec));
+  } catch (err) {
+    return true;
+  }
+}
 
 /** Every flow, a saved one marked, and one the service cannot run said so (why: its title, and the status line once
  * it is opened: a title is out of reach of a keyboard or a finger). */
@@ -31,10 +51,11 @@ function offerDelete() {
 }
 
 async function showFlow(name) {
+  // the edits of the spec in the editor would be gone with no undo (they went silently): asked first
+  if (specChanged() && !window.confirm(`Discard the unsaved changes to the spec${openedFlow ? ` of '${openedFlow}'`
+    : ""} and open '${name}'?`)) return;
   const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
-  $("flow-name").value = name;
-  $("flow-spec").value = JSON.stringify(spec, null, 2);
-  openedFlow = name;
+  fillEditor(name, JSON.stringify(spec, null, 2));
   offerDelete();
   const why = whyNotRunnable(flowListing, name);
   $("flow-status").textContent = why ? `cannot run here: ${why}` : "";
@@ -72,8 +93,7 @@ async function saveFlow(event) {
     if (flowListing.saved.includes(name) && name !== openedFlow
         && !window.confirm(`Replace the saved flow '${name}' with this spec?`)) return;
     const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
-    $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
-    openedFlow = saved.name;
+    fillEditor(saved.name, JSON.stringify(saved.spec, null, 2));
     await afterFlowChange(`saved as ${saved.name}`);
   });
 }
@@ -87,15 +107,21 @@ async function deleteFlow() {
     }
     if (!window.confirm(`Delete the saved flow '${name}'?`)) return; // as an index or a document: no undo
     await call("DELETE", `flows/${encodeURIComponent(name)}`);
-    $("flow-name").value = "";
-    $("flow-spec").value = "";
+    fillEditor("", "");
     await afterFlowChange(`deleted ${name}`);
   });
 }
 
+/** The Search tab with the saved flow named in the editor chosen. It runs the saved flow, so a spec changed in the
+ * editor and not saved, or another name typed over the opened flow's, is refused saying so (it ran the saved one
+ * without a word): the user saves it first. */
 async function useFlow() {
   await guarded(async () => {
     const name = checkedName($("flow-name").value.trim(), "flow");
+    if (specChanged() || (openedFlow !== null && name !== openedFlow)) {
+      throw new ApiError(`the spec in the editor has unsaved changes (field: spec): press Save first; Search with it `
+        + `runs the saved flow '${name}', not the editor's text`, {param: "spec"});
+    }
     await loadFlows();
     const option = [...$("flow").options].find((o) => o.value === name);
     if (!option) throw new ApiError(`'${name}' is not a flow the service knows: save it first`);
@@ -104,5 +130,5 @@ async function useFlow() {
     showTab("search");
     $("queries").focus(); // as an index's "search" does: the button pressed is on the hidden tab now
     await describeFlow();
-  });
+  }, {focus: {fields: {name: "flow-name", spec: "flow-spec"}, fallback: "flow-use"}});
 }
