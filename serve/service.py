@@ -208,9 +208,12 @@ class Service(FlowResolution):
     def check_to_save(self, spec: FlowSpec) -> None:
         """What a run refuses of a spec alone, asked when it is saved (``PUT /flows/{name}``), so its author learns
         then and not at its first run: the spec guard's rules, the limits' bounds (serve/step_bounds.py) and a model
-        of another kind than its step loads, the same 422s. What depends on the machine or the request is left to the
-        run (``GET /flows`` says why a saved flow does not run): a model not made yet, an unset variable, an unset
-        param, an index or a file outside the roots, another key's index."""
+        of another kind than its step loads, a step whose input columns no step above it writes from a search's
+        queries and its index (``generate.answer`` with no ``generate.context``: ``refuse_missing_columns``, as a
+        task's; the default index for a step that names none), the same 422s. What depends on the machine or the
+        request is left to the run (``GET /flows`` says why a saved flow does not run): a model not made yet, an unset
+        variable, an unset param, an index (missing: it may come later) or a file outside the roots, another key's
+        index."""
         from serve.flow_request import check_model_kinds
 
         check_step_count(spec, self.limits)
@@ -218,6 +221,10 @@ class Service(FlowResolution):
         check_flow(built)
         check_bounds(built, self.limits)
         check_model_kinds(built)
+        # the columns a search of it reads: its queries' qid and query, and the fields of the index it searches when
+        # it names none (the default one); an index it names that is not made yet may bring any (it may come later)
+        default = self.default_index if self.default_index and not self.default_index_missing() else None
+        refuse_missing_columns((spec.with_index(default) if default and spec.unset_index_steps() else spec).build(), [])
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Over HTTP, ``PUT /flows/{name}`` refuses what a run of the flow refuses from its spec alone, with the run's 422:
 a model of another kind than its step loads (also inside ``retrieve.multi_collection``) and what the spec guard
-refuses (the server's keys, a litellm model string, a model path outside the model repository). Before, such a flow
-was saved (201) and refused only when run. A model not made yet is saved as before. The service's FastAPI app under
+refuses (the server's keys, a litellm model string, a model path outside the model repository); a step without its
+input columns: tests/serve/test_task_flow_not_runnable.py. Before, such a flow was saved (201) and refused only when
+run. A model not made yet, or an index not made yet, is saved as before. The service's FastAPI app under
 uvicorn on 127.0.0.1 (no Ray: nothing runs)."""
 
 from __future__ import annotations
@@ -60,3 +61,11 @@ def test_a_flow_whose_model_is_not_made_yet_is_saved_and_said_not_runnable(base)
     run = requests.post(f"{base}/v1/search", json={"flow": "later", "query": "honey"}, timeout=60)
     assert (run.status_code, run.json()["error"]["code"]) == (404, "model_not_found")
     assert status == {"runnable": False, "reason": run.json()["error"]["message"]}
+
+
+def test_a_flow_whose_index_is_not_made_yet_is_saved(base):
+    """The index may come later (an upload): the column check needs none, and a missing one is left to the run."""
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 5, "index": "comes_later"}}}
+    assert requests.put(f"{base}/flows/later", json={"steps": steps}, timeout=60).status_code == 201
+    run = requests.post(f"{base}/v1/search", json={"flow": "later", "query": "honey"}, timeout=60)
+    assert run.status_code == 422 and "comes_later" in run.json()["error"]["message"], run.text

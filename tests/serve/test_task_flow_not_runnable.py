@@ -2,7 +2,8 @@
 ``generate.context`` in front of it) is a 422 ``flow_not_runnable`` naming the step's param before anything is
 queued, as ``/v1/search`` answers the same flow. ``/task/run`` answered 200 with a task that had failed at 0/2, and
 ``/task/enqueue`` queued it. The API on uvicorn beside a real ``Service`` over the sample index; the refusal comes
-before any Ray worker. (A step above that may bring any column, a corpus file's, leaves it to the run.)"""
+before any Ray worker. (A step above that may bring any column, a corpus file's, leaves it to the run.) Saving such a
+flow (``PUT /flows/{name}``) is the same 422: it was saved, and every search of it refused."""
 
 from __future__ import annotations
 
@@ -53,3 +54,16 @@ def test_a_task_flow_whose_step_lacks_its_columns_is_refused_before_it_is_queued
         assert gated.status_code == 422 and gated.json()["error"]["param"] == "steps.answer.params.relevance_column", \
             gated.text
     assert service.store.list_tasks("local") == []  # nothing was queued
+
+
+def test_saving_a_flow_whose_step_lacks_its_columns_is_the_searchs_422(service):
+    with api_on_localhost() as base:
+        searched = requests.post(f"{base}/v1/search", json=NATIVE, timeout=120)
+        for body, field in ((NATIVE["flow"], "steps.answer.params"), (MOSAIC, "2.parameters")):
+            saved = requests.put(f"{base}/flows/answers", json=body, timeout=120)
+            assert saved.status_code == 422, saved.text
+            assert saved.json()["error"]["param"] == f"{field}.context_column"
+            assert saved.json()["error"]["code"] == "flow_not_runnable"
+            if body is NATIVE["flow"]:  # the search's words (a mosaicRAG body's steps are named by their number)
+                assert saved.json()["error"]["message"] == searched.json()["error"]["message"]
+        assert requests.get(f"{base}/flows", timeout=60).json()["saved"] == []  # nothing was written
