@@ -159,9 +159,11 @@ async function sendChat(event) {
   }
 }
 
-/** A new conversation: the answer being written is stopped and the turns are gone. */
+/** A new conversation: the answer being written is stopped, and the turns and the error of the last one are gone
+ * (the alert and its field's aria-invalid stayed until some other action). */
 function newChat() {
   stopChat();
+  showError("");
   messages = [];
   keepChat();
   renderChat();
