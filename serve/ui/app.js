@@ -244,6 +244,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
   $("chat-clear").addEventListener("click", newChat);
   for (const id of ["chat-model", "chat-index"]) $(id).addEventListener("change", keepChat); // kept for a reload
+  window.addEventListener("pagehide", () => { leavingPage = true; }); // before the answer's fetch is cut
+  window.addEventListener("pageshow", () => { leavingPage = false; }); // (back from the browser's page cache)
   updateSearchButtons(); // Search and Run as a task off until the flow list has come (index.html has them off)
   restoreChat(); // the Chat tab's conversation of before a reload
   reload();

@@ -16,17 +16,28 @@ function keptChat() {
   }
 }
 
-/** Keep the conversation for a reload of the page (the task chat's is read back from the service). */
+let pendingMessage = null; // the message whose answer is being written: not in ``messages`` until answered
+
+/** Keep the conversation for a reload of the page (the task chat's is read back from the service), and the
+ * message being answered while its answer is written: a reload then would lose it. */
 function keepChat() {
   window.sessionStorage.setItem(CHAT_STORE, JSON.stringify({messages, model: $("chat-model").value,
-    index: $("chat-index").value}));
+    index: $("chat-index").value, pending: pendingMessage}));
 }
 
-/** The conversation of before a reload, shown again; its model is chosen once the list has come. */
+/** What the page says of a message whose answer a reload cut: it is back in the box. */
+const RELOAD_CUT = "the page was reloaded before this message was answered: it is back in the box, to send again";
+
+/** The conversation of before a reload, shown again; its model is chosen once the list has come. A message sent
+ * and not answered yet is put back in the message box (it was lost with its answer), and the status says so. */
 function restoreChat() {
   const kept = keptChat();
   messages = Array.isArray(kept.messages) ? kept.messages : [];
   if (typeof kept.index === "string") $("chat-index").value = kept.index;
+  if (typeof kept.pending === "string" && kept.pending && !$("chat-input").value) {
+    $("chat-input").value = kept.pending;
+    $("chat-status").textContent = RELOAD_CUT;
+  }
   renderChat();
 }
 
@@ -98,6 +109,7 @@ async function streamChat(body, onText, signal) {
 const BLANK_MESSAGE = "Type a message.";
 
 let chatStopper = null; // the AbortController of the answer being written, while one is
+let leavingPage = false; // the page is being left (a reload): its answer's fetch ends, and the message stays kept
 
 /** Send off while an answer is written, Stop on. */
 function setChatBusy(busy) {
@@ -121,6 +133,8 @@ async function sendChat(event) {
     return;
   }
   const conversation = messages; // "New chat" or another key replaces it: a late reply then goes nowhere
+  pendingMessage = content; // a reload while it is answered puts it back in the box
+  keepChat();
   conversation.push({role: "user", content});
   input.value = "";
   renderChat("");
@@ -139,7 +153,8 @@ async function sendChat(event) {
     const reply = await guarded(() => streamChat(body, renderChat, stopper.signal)
       .catch(namingTheIndexRule(body.index)), // as the Search tab words a refused index
     {focus: {fields: {index: "chat-index", model: "chat-model"}, fallback: "chat-input"}});
-    if (conversation !== messages) return;
+    if (conversation !== messages || leavingPage) return; // (leaving: kept as pending, for the reloaded page)
+    pendingMessage = null;
     if (reply === undefined || (reply.stopped && !reply.text)) {
       conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,
       if (!input.value) input.value = content; // and the message is back in the box to send again
@@ -165,6 +180,7 @@ function newChat() {
   stopChat();
   showError("");
   messages = [];
+  pendingMessage = null;
   keepChat();
   renderChat();
 }

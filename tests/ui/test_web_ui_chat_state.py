@@ -1,5 +1,6 @@
 """The Chat tab's state across a new conversation and a reload: *New chat* clears the last conversation's error and
-the field it marked (they stayed on screen until some other action)."""
+the field it marked (they stayed on screen until some other action); a reload while an answer is written puts the
+message it answers back in the box (it was lost: the conversation came back up to the turn before it)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,28 @@ def test_new_chat_clears_the_last_conversations_error_and_the_field_it_marked(br
     assert error_text(browser) == ""
     assert browser.find_elements(By.CSS_SELECTOR, '[aria-invalid="true"], [aria-describedby="error"]') == []
     assert browser.find_elements(By.CSS_SELECTOR, "#chat-log > *") == []
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_a_reload_while_an_answer_is_written_puts_its_message_back_in_the_box(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys("who won the 2018 football world cup")  # declined: kept, no model call
+    by_id(browser, "chat-send").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chat-log .abstained"), seconds=300)
+    shown = [(t.get_attribute("class"), t.text) for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log > *")]
+    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-send").click()
+    assert by_id(browser, "chat-stop").is_displayed()  # being answered (the model writes for seconds)
+    browser.refresh()
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    assert wait(browser, lambda d: by_id(d, "chat-input").get_attribute("value") == QUERY)
+    assert by_id(browser, "chat-status").text == ("the page was reloaded before this message was answered: it is "
+                                                  "back in the box, to send again")
+    assert [(t.get_attribute("class"), t.text) for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log > *")] \
+        == shown  # the conversation up to the turn before it
+    by_id(browser, "chat-clear").click()  # New chat: nothing is put back after the next reload
+    browser.refresh()
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    wait(browser, lambda d: by_id(d, "chat-model").get_attribute("value"))
+    assert by_id(browser, "chat-status").text == ""
