@@ -14,7 +14,8 @@ answer comes back as one ``chat.completion``, or with ``stream: true`` as
 (``operators.generate.answer_stream``), then its references and the message's fields once the
 flow has run; a client that closes the stream cancels the flow. The message's ``content`` is the
 answer followed by its numbered references; its ``sources`` field holds the same references as
-records (number, docno, title, url). Cohere's ``/v2/chat`` (serve/cohere_chat.py) runs flows
+records (number, docno, title, url). A reply that is no answer ("No answer could be written (...)") has none: they
+would read as supporting it. Cohere's ``/v2/chat`` (serve/cohere_chat.py) runs flows
 through the same functions and gives the answer its own shape.
 """
 
@@ -240,9 +241,9 @@ def run_flow(prepared: svc.Prepared, table: pa.Table,
 
 def _message(result: Any, qid: str) -> dict[str, Any]:
     meta = result.metadata.get(qid, {})
-    sources = _sources(result.table, meta)
     answer = (meta.get("answer") or "").strip()
     answered = bool(answer)
+    sources = _sources(result.table, meta) if answered else []  # none listed under a non-answer: they support nothing
     if not answered:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
         degraded = meta.get("degraded")
         reason = degraded.get("reason") if isinstance(degraded, dict) else degraded

@@ -69,23 +69,26 @@ function renderChat(pending) {
   // under the turn, not in it: the turn holds what the model wrote
   ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : []),
   ...(m.abstained ? [el("div", {class: "turn-note abstained"},
-    "(no model call: no document found is as close to the question as the flow's min_relevance asks)")] : [])]);
+    "(no model call: no document found is as close to the question as the flow's min_relevance asks)")] : []),
+  // a flow's answer that cites none of the documents it was given says so, in the Search tab's words
+  ...(m.uncited ? [el("div", {class: "turn-note uncited"}, "no sources cited")] : [])]);
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
   keepingInView($("chat-input"), () => $("chat-log").replaceChildren(...turns));
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched, stopped, cut, abstained, unanswered} (searched: what a flow searched for, when it made a
+ * returns {text, searched, stopped, cut, abstained, unanswered, uncited} (searched: what a flow searched for, when it made a
  * follow-up stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at
  * its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's answer step found
  * no document close enough to answer from, and no model wrote the text; unanswered: the flow wrote no answer, and the
- * text says why). */
+ * text says why, and lists no sources; uncited: a flow's answer that cites none of its documents). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
   let cut = false;
   let abstained = false;
   let unanswered = false;
+  let sources = null; // a flow's cited sources, in its last event (a model alone sends none)
   try {
     await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -96,13 +99,16 @@ async function streamChat(body, onText, signal) {
       if (delta && delta.standalone_query) searched = delta.standalone_query;
       if (delta && delta.abstained) abstained = true;
       if (delta && delta.answered === false) unanswered = true;
+      if (delta && Array.isArray(delta.sources)) sources = delta.sources;
       if (chunk.choices && chunk.choices[0] && chunk.choices[0].finish_reason === "length") cut = true;
     });
   } catch (err) {
     if (!signal.aborted) throw err;
     return {text, searched, stopped: true, cut, abstained, unanswered};
   }
-  return {text, searched, stopped: false, cut, abstained, unanswered};
+  // uncited: a flow's answer that cites none of its documents (not a declined one, nor one that is no answer)
+  const uncited = Boolean(sources && !sources.length && !abstained && !unanswered);
+  return {text, searched, stopped: false, cut, abstained, unanswered, uncited};
 }
 
 /** What the browser says of a message of only spaces, refused (requireText). */
@@ -160,7 +166,7 @@ async function sendChat(event) {
       if (!input.value) input.value = content; // and the message is back in the box to send again
     } else {
       conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped,
-        cut: reply.cut, abstained: reply.abstained, unanswered: reply.unanswered});
+        cut: reply.cut, abstained: reply.abstained, unanswered: reply.unanswered, uncited: reply.uncited});
       announce(`answer: ${reply.text}`); // the log is drawn again at every piece of it: not a live region
     }
     keepChat();

@@ -218,7 +218,7 @@ async function readTaskChat(taskId) {
   for (let i = 0; i + 1 < chat.messages.length; i += 2) { // kept in pairs: the question, then its reply
     const [question, reply] = [chat.messages[i], chat.messages[i + 1]];
     turns.push({question: question.content, answer: reply.answer, sources: reply.sources || [],
-      askedAs: reply.standalone_query});
+      askedAs: reply.standalone_query, unanswered: reply.answered === false});
   }
   taskChats.set(taskId, {chatId: chat.id, turns});
 }
@@ -247,7 +247,8 @@ function renderTaskChat(taskId, pending) {
   const rows = taskRows.get(taskId) || [];
   const turns = (taskChats.get(taskId) || {turns: []}).turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
-    answerView(turn.answer, sourceNames(turn.sources, rows)),
+    // a reply that is no answer ("No answer could be written (...)") lists no sources: they would read as its support
+    answerView(turn.answer, turn.unanswered ? [] : sourceNames(turn.sources, rows), {unanswered: turn.unanswered}),
     // a follow-up is asked with the chat before it (query.contextualize)
     turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null));
   if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
@@ -285,7 +286,7 @@ async function askTask(event) {
       });
       if (!reply) throw new ApiError("the service ended the answer without a reply");
       chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
-        askedAs: reply.standalone_query});
+        askedAs: reply.standalone_query, unanswered: reply.answered === false});
       if (shownTask() === taskId) $("task-chat-input").value = ""; // not what was typed for another task meanwhile
       else if (taskDrafts.get(taskId) === message) taskDrafts.delete(taskId); // asked: not a draft to come back to
       renderTaskChat(taskId);

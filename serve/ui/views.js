@@ -93,15 +93,17 @@ function sourceNames(sources, rows) {
 /** An answer and its sources: ``items`` each source's text, numbered by the list, or (``numbered``) with the
  * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens within the
  * answer (the step's ``answer_cut``), so it may end mid-sentence; ``abstained``: no document was close enough to
- * the question (the step's ``min_relevance``), so the answer is the step's no-answer text and no model wrote it. */
-function answerView(answer, items, {degraded = null, numbered = false, cut = false, abstained = false} = {}) {
+ * the question (the step's ``min_relevance``), so the answer is the step's no-answer text and no model wrote it;
+ * ``unanswered``: no answer could be written, and no sources (nor "no sources cited") are shown under it. */
+function answerView(answer, items, {degraded = null, numbered = false, cut = false, abstained = false,
+  unanswered = false} = {}) {
   const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
   return el("div", {class: "answer"},
     el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
     cut ? el("p", {class: "status cut"}, "(cut off at the step's max_tokens)") : null,
     abstained ? el("p", {class: "status abstained"}, "(no model call: no document found is as close to the " +
       "question as the answer step's min_relevance asks)") : null,
-    items.length ? list : el("p", {class: "status"}, "no sources cited"),
+    unanswered ? null : items.length ? list : el("p", {class: "status"}, "no sources cited"),
     degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
 }
 

@@ -1,8 +1,11 @@
 """The Chat tab's state across a new conversation and a reload: *New chat* clears the last conversation's error and
 the field it marked (they stayed on screen until some other action); a reload while an answer is written puts the
-message it answers back in the box (it was lost: the conversation came back up to the turn before it)."""
+message it answers back in the box (it was lost: the conversation came back up to the turn before it); a flow's
+answer that cites no source says so in the Search tab's words (it said nothing)."""
 
 from __future__ import annotations
+
+import secrets
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -50,3 +53,29 @@ def test_a_reload_while_an_answer_is_written_puts_its_message_back_in_the_box(br
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
     wait(browser, lambda d: by_id(d, "chat-model").get_attribute("value"))
     assert by_id(browser, "chat-status").text == ""
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_a_flows_answer_that_cites_no_source_says_so_as_the_search_tab_does(browser, ui_app):
+    spec = ui_app.api("GET", "/flows/rag").json()
+    spec["steps"]["answer"]["params"]["max_tokens"] = 1  # one token: no room for a citation "[1]"
+    name = "uncited_" + secrets.token_hex(3)
+    assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
+    try:
+        question = [{"role": "user", "content": QUERY}]
+        message = ui_app.api("POST", "/v1/chat/completions", {"model": name, "messages": question}).json()[
+            "choices"][0]["message"]
+        assert message["sources"] == [] and message["content"].strip() and "answered" not in message
+        open_page(browser, ui_app)
+        chat_with(browser, name)
+        by_id(browser, "chat-input").send_keys(QUERY)
+        by_id(browser, "chat-send").click()
+        note = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .uncited")),
+                                            None), seconds=300)
+        assert note == "no sources cited"  # the Search tab's words (serve/ui/views.js answerView)
+        browser.refresh()  # kept with the conversation
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+        assert wait(browser, lambda d: [t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .uncited")]
+                    == ["no sources cited"])
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")
