@@ -72,15 +72,84 @@ async function fileDocuments(file, warnings) {
   return documents;
 }
 
-/** A JSONL line's parse error, without the browser's own place in it: parsed alone, the line is always its "line 1"
- * ("... in JSON at position 1 (line 1 column 2)", Firefox's "... at line 1 column 2 of the JSON data"), while the
- * file's line is said; the column kept. */
-function jsonLineError(err) {
+/** A JSONL ``line``'s parse error, without the browser's own place in it: parsed alone, the line is always its "line
+ * 1" ("... in JSON at position 1 (line 1 column 2)", Firefox's "... at line 1 column 2 of the JSON data"), while the
+ * file's line is said; the column is the page's own (``jsonErrorAt``): Chromium's newer messages give none
+ * ("Unexpected token 'o', ..."text": oops}" is not valid JSON"), the browser's kept where the page finds none. */
+function jsonLineError(err, line) {
   const place = / at (?:position (\d+)(?: \(line \d+ column (\d+)\))?|line \d+ column (\d+) of the JSON data)/
     .exec(err.message);
-  if (!place) return {reason: err.message, column: null};
-  const column = place[2] || place[3] || String(Number(place[1]) + 1);
-  return {reason: err.message.replace(place[0], ""), column};
+  const at = jsonErrorAt(line);
+  const said = place ? place[2] || place[3] || String(Number(place[1]) + 1) : null;
+  return {reason: place ? err.message.replace(place[0], "") : err.message, column: at === null ? said : String(at + 1)};
+}
+
+/** Where ``text`` stops being JSON (RFC 8259): the index of its first character that cannot be there (its length
+ * when it ends too soon), or null when it is JSON or too deeply nested to scan. */
+function jsonErrorAt(text) {
+  let i = 0;
+  const fail = () => { throw i; };
+  const space = () => { while (" \t\n\r".includes(text[i] || "x")) i += 1; };
+  const string = () => {
+    i += 1; // the opening quote
+    for (;;) {
+      const c = text[i];
+      if (c === undefined || c < " ") fail();
+      if (c === '"') { i += 1; return; }
+      if (c === "\\") {
+        i += 1;
+        if (text[i] === "u") {
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 1, i + 5))) { i += 1; fail(); }
+          i += 4;
+        } else if (!'"\\/bfnrt'.includes(text[i] || "x")) fail();
+      }
+      i += 1;
+    }
+  };
+  const list = (close, item) => {
+    i += 1;
+    space();
+    if (text[i] === close) { i += 1; return; }
+    for (;;) {
+      item();
+      space();
+      if (text[i] === close) { i += 1; return; }
+      if (text[i] !== ",") fail();
+      i += 1;
+    }
+  };
+  const value = () => {
+    space();
+    const c = text[i];
+    if (c === "{") {
+      return list("}", () => {
+        space();
+        if (text[i] !== '"') fail();
+        string();
+        space();
+        if (text[i] !== ":") fail();
+        i += 1;
+        value();
+      });
+    }
+    if (c === "[") return list("]", value);
+    if (c === '"') return string();
+    const word = ["true", "false", "null"].find((w) => text.startsWith(w, i));
+    const number = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(i, i + 400));
+    if (word) i += word.length;
+    else if (number) i += number[0].length;
+    else if (c === "-") { i += 1; fail(); } // no number after it
+    else fail();
+    return undefined;
+  };
+  try {
+    value();
+    space();
+    if (i < text.length) fail();
+    return null;
+  } catch (at) {
+    return typeof at === "number" ? at : null; // (a RangeError: nested deeper than the stack)
+  }
 }
 
 async function readDocuments(file, warnings) {
@@ -91,7 +160,7 @@ async function readDocuments(file, warnings) {
       try {
         record = JSON.parse(line); // untrimmed (JSON allows the spaces around): a column counts from the line's start
       } catch (err) {
-        const {reason, column} = jsonLineError(err);
+        const {reason, column} = jsonLineError(err, line);
         const where = `${file.name}, line ${n + 1}${column ? `, column ${column}` : ""}`;
         throw new ApiError(`${where}: not valid JSON (${reason})`, FILES);
       }

@@ -63,6 +63,8 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     (tmp_path / "edge.md").write_text("y" * (UPLOAD_LIMITS["max_upload_bytes"] - 100))  # fits, not with its form
     (tmp_path / "huge.jsonl").write_text(json.dumps({"_id": "huge", "text": "z" * MAX_BODY_BYTES}) + "\n")
     (tmp_path / "broken.jsonl").write_text(json.dumps({"_id": "a", "text": "fine"}) + "\n{not json\n")
+    # Chromium's newer message for this line gives no position ("Unexpected token 'o', ..."): the page finds it
+    (tmp_path / "oops.jsonl").write_text(json.dumps({"_id": "j1", "text": "fine"}) + '\n{"_id":"j2", "text": oops}\n')
     (tmp_path / "anonymous.jsonl").write_text(json.dumps({"title": "No id", "text": "Nobody named me."}) + "\n")
     tasks_before = ui_app.api("GET", "/tasks").json()["counts"]
     open_indices(browser, ui_app)
@@ -87,6 +89,8 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     broken = refused(browser)  # the file's line and column, not also the browser's "(line 1 column 2)"
     assert broken.startswith("broken.jsonl, line 2, column 2: not valid JSON (") and "line 1" not in broken
     assert focused(browser) == "upload-files"
+    choose(browser, notes, tmp_path / "oops.jsonl")
+    assert refused(browser).startswith("oops.jsonl, line 2, column 22: not valid JSON (")
     choose(browser, tmp_path / "anonymous.jsonl")
     assert refused(browser) == "anonymous.jsonl, line 1: no _id" and focused(browser) == "upload-files"
     choose(browser)
