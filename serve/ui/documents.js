@@ -31,7 +31,34 @@ function toDocument(record, where) {
   }
   const doc = {id: String(docId), title: title ? String(title) : "", text: text == null ? "" : String(text)};
   if (Object.keys(extra).length) doc.metadata = extra;
+  documentPlaces.set(doc, where);
   return doc;
+}
+
+/** Where each document read from a file was (``dup.jsonl, line 2``), for an error about it; the pasted text's is
+ * ``PASTED``. */
+const documentPlaces = new WeakMap();
+const PASTED = "the pasted text";
+
+/** The page field of an error about ``doc``: the text box for the pasted text, else the files box. */
+const fieldOf = (doc) => (documentPlaces.get(doc) === PASTED ? {param: "text"} : FILES);
+
+/** A 422 for an id given twice in what one Add sends, before anything is sent, naming both places
+ * (``dup.jsonl, line 2: the id 'd1' is given twice (also line 1)``): the service's own refusal named request
+ * indices the user never saw (``documents.1.id``), and the focus went to the index box. */
+function refuseTwiceGivenIds(documents) {
+  const seen = new Map(); // id -> where it was first
+  for (const doc of documents) {
+    const where = documentPlaces.get(doc);
+    const first = seen.get(doc.id);
+    if (first !== undefined) {
+      const file = (place) => place.slice(0, Math.max(place.lastIndexOf(", "), 0));
+      const also = file(first) && file(first) === file(where) ? first.slice(file(first).length + 2) : first;
+      throw new ApiError(`${where}: the id '${doc.id}' is given twice (also ${also})`,
+        where === PASTED ? {param: "id"} : FILES);
+    }
+    seen.set(doc.id, where);
+  }
 }
 
 /** The field of an error in a chosen file: the focus goes to the files box (it went to the index box). */
@@ -193,8 +220,11 @@ async function uploadRequests(options, warnings) {
   if (text.trim()) {
     const id = $("upload-id").value.trim();
     if (!id) throw new ApiError("the pasted text needs an id (field: id)", {param: "id"});
-    documents.push({id, title: $("upload-title").value.trim(), text});
+    const pasted = {id, title: $("upload-title").value.trim(), text};
+    documentPlaces.set(pasted, PASTED);
+    documents.push(pasted);
   }
+  refuseTwiceGivenIds(documents);
   const requests = batches(documents, options).map((batch) => ({route: "documents",
     body: {documents: batch, ...options}}));
   for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
@@ -285,8 +315,9 @@ function batches(documents, options) {
   for (const doc of documents) {
     const docSize = jsonBytes(doc);
     if (empty + docSize > bytes) {
+      const field = fieldOf(doc); // the text box for the pasted text (the focus went to the index box)
       throw new ApiError(`document '${doc.id}': ${docSize} bytes as JSON, over what one request may carry, the `
-        + `service's max_body_bytes (${bytes}) (field: documents)`);
+        + `service's max_body_bytes (${bytes}) (field: ${field.param})`, field);
     }
     if (batch.length && (batch.length >= most || size + 1 + docSize > bytes)) { // 1: the comma before it
       result.push(batch);

@@ -154,8 +154,10 @@ function namingTheReplaceBox(err) {
     const shown = (err.ids || []).slice(0, SHOWN_TAKEN_IDS).map((id) => `'${id}'`).join(", ");
     const more = (err.idsTotal || 0) - Math.min((err.ids || []).length, SHOWN_TAKEN_IDS);
     const which = shown ? `: ${shown}${more > 0 ? ` and ${more} more` : ""}` : "";
+    // the focus on the box the message asks to tick (it went to the index box for pasted text)
     throw new ApiError(`HTTP ${err.status} (field: ${err.param}): documents with these ids are in the index `
-      + `already${which}. Tick "Replace documents" and press Add again to replace them, or give them other ids.`, err);
+      + `already${which}. Tick "Replace documents" and press Add again to replace them, or give them other ids.`,
+    {...err, param: "replace"});
   }
   throw err;
 }

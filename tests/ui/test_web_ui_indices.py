@@ -111,6 +111,9 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
                                    "'lichen'. Tick \"Replace documents\" and press Add again to replace them, or give "
                                    "them other ids.")
     assert by_id(browser, "upload-replace").find_element(By.XPATH, "..").text.startswith("Replace documents")
+    # the focus on the box the message asks to tick (it went to the index box)
+    assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "upload-replace")
+    assert by_id(browser, "upload-replace").get_attribute("aria-invalid") == "true"
     by_id(browser, "upload-replace").click()
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: by_id(d, "upload-status").text == f"added 1 document(s) to {name} as 1 passage(s)",

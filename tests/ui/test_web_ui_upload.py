@@ -1,7 +1,7 @@
 """The Indices tab's Add before and while it sends: what the page refuses before sending anything (a file it cannot
-add, a file or a document too large for any request, a JSONL line it cannot read, a pasted text without an id, an
-index name of spaces, nothing chosen), and an upload over the service's limits sent in parts, after which the index
-holds every document."""
+add, a file or a document too large for any request, a JSONL line it cannot read, an id given twice, a pasted text
+without an id, an index name of spaces, nothing chosen), each with the focus on the field it names, and an upload
+over the service's limits sent in parts, after which the index holds every document."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     (tmp_path / "broken.jsonl").write_text(json.dumps({"_id": "a", "text": "fine"}) + "\n{not json\n")
     # Chromium's newer message for this line gives no position ("Unexpected token 'o', ..."): the page finds it
     (tmp_path / "oops.jsonl").write_text(json.dumps({"_id": "j1", "text": "fine"}) + '\n{"_id":"j2", "text": oops}\n')
+    (tmp_path / "dup.jsonl").write_text("".join(json.dumps({"_id": "d1", "text": t}) + "\n" for t in ("a", "b")))
     (tmp_path / "anonymous.jsonl").write_text(json.dumps({"title": "No id", "text": "Nobody named me."}) + "\n")
     tasks_before = ui_app.api("GET", "/tasks").json()["counts"]
     open_indices(browser, ui_app)
@@ -84,7 +85,8 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     choose(browser, notes, tmp_path / "huge.jsonl")
     huge = len(json.dumps({"id": "huge", "title": "", "text": "z" * MAX_BODY_BYTES}, separators=(",", ":")))
     assert refused(browser) == f"document 'huge': {huge} bytes as JSON, over what one request may carry, the " \
-                               f"service's max_body_bytes ({MAX_BODY_BYTES}) (field: documents)"
+                               f"service's max_body_bytes ({MAX_BODY_BYTES}) (field: files)"
+    assert focused(browser) == "upload-files"
     choose(browser, notes, tmp_path / "broken.jsonl")
     broken = refused(browser)  # the file's line and column, not also the browser's "(line 1 column 2)"
     assert broken.startswith("broken.jsonl, line 2, column 2: not valid JSON (") and "line 1" not in broken
@@ -93,6 +95,23 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     assert refused(browser).startswith("oops.jsonl, line 2, column 22: not valid JSON (")
     choose(browser, tmp_path / "anonymous.jsonl")
     assert refused(browser) == "anonymous.jsonl, line 1: no _id" and focused(browser) == "upload-files"
+    # an id given twice: the service named request indices (documents.1.id) and the focus went to the index box
+    choose(browser, tmp_path / "dup.jsonl")
+    assert refused(browser) == "dup.jsonl, line 2: the id 'd1' is given twice (also line 1)"
+    assert focused(browser) == "upload-files" and by_id(browser, "upload-files").get_attribute("aria-invalid") == "true"
+    choose(browser, notes)
+    set_text(browser, "upload-id", "kea")  # notes.jsonl's
+    set_text(browser, "upload-text", "Kea again.")
+    assert refused(browser) == "the pasted text: the id 'kea' is given twice (also notes.jsonl, line 1)"
+    assert focused(browser) == "upload-id"
+    choose(browser)  # a pasted text too large for any request: the text box, not the index box
+    set_text(browser, "upload-id", "hugepaste")
+    set_text(browser, "upload-text", "w" * MAX_BODY_BYTES)
+    huge = len(json.dumps({"id": "hugepaste", "title": "", "text": "w" * MAX_BODY_BYTES}, separators=(",", ":")))
+    assert refused(browser) == f"document 'hugepaste': {huge} bytes as JSON, over what one request may carry, the " \
+                               f"service's max_body_bytes ({MAX_BODY_BYTES}) (field: text)"
+    assert focused(browser) == "upload-text" and by_id(browser, "upload-text").get_attribute("aria-invalid") == "true"
+    set_text(browser, "upload-id", "")
     choose(browser)
     set_text(browser, "upload-text", "A pasted text without an id.")
     assert refused(browser) == "the pasted text needs an id (field: id)"
