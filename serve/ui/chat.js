@@ -77,11 +77,12 @@ function renderChat(pending) {
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched, stopped, cut, abstained, unanswered, uncited} (searched: what a flow searched for, when it made a
- * follow-up stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at
- * its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's answer step found
- * no document close enough to answer from, and no model wrote the text; unanswered: the flow wrote no answer, and the
- * text says why, and lists no sources; uncited: a flow's answer that cites none of its documents). */
+ * returns {text, searched, stopped, cut, abstained, unanswered, uncited} (searched: what a flow searched for, when
+ * it made a follow-up stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the
+ * model stopped at its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's
+ * answer step found no document close enough to answer from, and no model wrote the text; unanswered: the flow
+ * wrote no answer, and the text says why, and lists no sources; uncited: a flow's answer that cites none of its
+ * documents). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
