@@ -15,13 +15,20 @@ const onShow = {
 /** The URL's #part for tab ``name``: the Tasks tab with the task it shows (#tasks/<id>). */
 const tabHash = (name) => (name === "tasks" && followed ? `#tasks/${followed}` : `#${name}`);
 
-/** The tab shown, with its task, in the URL, so that a reload or a shared link opens them again. */
-function rememberTab(name = shownTab()) {
-  if (window.location.hash !== tabHash(name)) window.history.replaceState(null, "", tabHash(name));
+let openedHash = null; // the URL's #part the page shows: Back and Forward fire both popstate and hashchange
+
+/** The tab shown, with its task, in the URL, so that a reload or a shared link opens them again; ``push``: as a new
+ * entry of the browser's history (a tab or a task the user opened), so that Back goes to the one before. */
+function rememberTab(name = shownTab(), {push = false} = {}) {
+  if (window.location.hash !== tabHash(name)) {
+    if (push) window.history.pushState(null, "", tabHash(name));
+    else window.history.replaceState(null, "", tabHash(name));
+  }
+  openedHash = window.location.hash;
 }
 
-/** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) it in the URL (#chat). It resolves
- * once the tab's data is read (the Tasks tab's list). */
+/** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) it in the URL (#chat) as an entry of
+ * the browser's history. It resolves once the tab's data is read (the Tasks tab's list). */
 function showTab(name, {remember = true} = {}) {
   for (const button of document.querySelectorAll('nav [role="tab"]')) {
     const selected = button.dataset.tab === name;
@@ -29,7 +36,7 @@ function showTab(name, {remember = true} = {}) {
     button.tabIndex = selected ? 0 : -1; // the tab list is one stop for Tab; the arrow keys move inside it
   }
   for (const section of document.querySelectorAll("main > section")) section.hidden = section.id !== `tab-${name}`;
-  if (remember) rememberTab(name);
+  if (remember) rememberTab(name, {push: true});
   return onShow[name] ? guarded(onShow[name]) : Promise.resolve();
 }
 
@@ -39,13 +46,16 @@ function tabInUrl() {
   return TABS.includes(name) ? name : null;
 }
 
-/** The tab and the task the URL names, opened (a reload, a link, the address changed). */
+/** The tab and the task the URL names, opened (a reload, a link, the address changed, Back or Forward): the first
+ * tab where it names none (Back to the page as it was loaded); #tasks alone, the list with no task followed. */
 function openUrl() {
-  const tab = tabInUrl();
-  if (!tab) return;
+  if (window.location.hash === openedHash) return; // Back fires popstate, then hashchange: opened once
+  openedHash = window.location.hash;
+  const tab = tabInUrl() || TABS[0];
   showTab(tab, {remember: false});
   const task = window.location.hash.match(/^#tasks\/([0-9A-Za-z_-]+)$/); // a task id: uuid4().hex
   if (task && task[1] !== followed) followTask(task[1]);
+  else if (tab === "tasks" && !task && followed) dropFollowed();
 }
 
 const shownTab = () => document.querySelector('nav [aria-selected="true"]').dataset.tab;
@@ -219,6 +229,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   document.querySelector('[role="tablist"]').addEventListener("keydown", moveTab);
   window.addEventListener("hashchange", openUrl);
+  window.addEventListener("popstate", openUrl); // Back, Forward: pushState's entries fire no hashchange
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") checkHealth();
   });

@@ -44,7 +44,7 @@ function taskRow(task) {
   // with what it shows, so that one who says "click 2270e390" reaches it
   const short = task.id.slice(0, SHORT_ID);
   const follow = el("button", {type: "button", class: "link", title: task.id,
-    "aria-label": `${short}: follow task ${task.id}`, onclick: () => followTask(task.id)}, short);
+    "aria-label": `${short}: follow task ${task.id}`, onclick: () => followTask(task.id, {push: true})}, short);
   // each cell names its column: below 40rem a row is a card (style.css), as a hit is, not a row to scroll sideways
   const cell = (column, content, attrs = {}) => el("td", {...attrs, "data-column": column}, content);
   return el("tr", {"data-task": task.id},
@@ -86,14 +86,19 @@ async function deleteTask(taskId) {
     taskRows.delete(taskId);
     taskDrafts.delete(taskId);
     if (followed === taskId) {
-      followed = null;
+      dropFollowed();
       rememberTab();
-      $("task-detail").replaceChildren();
-      $("task-chat-form").hidden = true;
-      $("task-chat-log").replaceChildren();
     }
     await refreshTasks();
   }), $("tabbutton-tasks"));
+}
+
+/** No task followed: its view and its chat gone (the task deleted, or Back to the list alone, #tasks). */
+function dropFollowed() {
+  followed = null;
+  $("task-detail").replaceChildren();
+  $("task-chat-form").hidden = true;
+  $("task-chat-log").replaceChildren();
 }
 
 const isRecord = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
@@ -165,9 +170,11 @@ function updateTaskRow(body) {
   }
 }
 
-async function followTask(taskId) {
+/** Shows task ``taskId`` and follows it until it ends; ``push``: opened from the list, a new entry of the browser's
+ * history (Back goes back to the list). */
+async function followTask(taskId, {push = false} = {}) {
   followed = taskId;
-  rememberTab(); // #tasks/<id>: a reload or a link opens this task again
+  rememberTab("tasks", {push}); // #tasks/<id>: a reload or a link opens this task again
   showTaskChat(taskId, false);
   let said = null;
   const shown = (body) => {
