@@ -6,10 +6,13 @@ const POLL_MS = 700; // a task's progress is read again this often
 const TASK_ROWS_PER_QUERY = 50; // a task's rows shown per query
 
 let followed = null; // the task whose progress is shown
+let keptBy = new Map(); // task id -> the index whose latest ingestion it is (GET /v1/indices): not deletable
 
 /** The newest page of the caller's tasks (GET /tasks answers newest first, a page at a time) and the counts. */
 async function refreshTasks() {
-  const listing = await call("GET", "tasks");
+  const [listing, indices] = await Promise.all([call("GET", "tasks"), call("GET", "v1/indices").catch(() => ({indices: []}))]);
+  // (the indices unread, a delete is offered as before: the service refuses it, saying why)
+  keptBy = new Map(indices.indices.filter((ix) => ix.ingest_task).map((ix) => [ix.ingest_task, ix.name]));
   $("task-counts").textContent = Object.entries(listing.counts).map(([state, n]) => `${n} ${state}`).join(", ")
     || "no tasks yet";
   keepingFocus($("task-table"), () => $("task-table").tBodies[0].replaceChildren(...listing.tasks.map(taskRow)));
@@ -56,11 +59,17 @@ function taskRow(task) {
 
 const unfinished = (status) => status === "queued" || status === "running";
 
-/** A task's button in the list: cancel while it is queued or running, then delete. */
+/** A task's button in the list: cancel while it is queued or running, then delete; off, saying why in its title,
+ * for an index's latest ingestion, which the service keeps with the index (a confirm came before its 409). */
 function taskAction(taskId, status) {
-  return unfinished(status)
-    ? el("button", {type: "button", "aria-label": `cancel task ${taskId}`, onclick: () => cancelTask(taskId)},
-      "cancel")
+  if (unfinished(status)) {
+    return el("button", {type: "button", "aria-label": `cancel task ${taskId}`, onclick: () => cancelTask(taskId)},
+      "cancel");
+  }
+  const index = keptBy.get(taskId);
+  return index !== undefined
+    ? el("button", {type: "button", disabled: true, "aria-label": `delete task ${taskId}`, title: `the latest `
+      + `ingestion of the index '${index}', kept with it: delete the index on the Indices tab to remove it`}, "delete")
     : el("button", {type: "button", title: "deletes the task, its result and its chats",
       "aria-label": `delete task ${taskId}`, onclick: () => deleteTask(taskId)}, "delete");
 }
