@@ -58,7 +58,15 @@ function describe(status, payload) {
   const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
   if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
   const field = error.param ? ` (field: ${error.param})` : "";
-  return `${head}${field}: ${error.message}`;
+  return `${head}${field}: ${withoutParam(String(error.message), error.param)}`;
+}
+
+/** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: "
+ * and "step 'fused', field 'steps.fused.op': " said it twice. */
+function withoutParam(message, param) {
+  if (!param) return message;
+  const name = String(param).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return message.replace(new RegExp(`^(?:${name}: |step '[^']*', field '${name}': )`), "") || message;
 }
 
 const NO_ANSWER = "the service did not answer: is it running?";
@@ -199,9 +207,10 @@ async function keepingFocusOnRemoval(table, remove, fallback) {
 
 /** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's
  * action clears the previous error first; a background refresh (``clear: false``) leaves it to be read.
- * ``focus`` ({fields, fallback}: a field's ``param`` to its element's id, and an id): after an error, the focus on
- * the field it names, else on ``fallback``, the box the user typed in; it was on the button the action switched
- * off while it ran, which left it on the page's body, and a keyboard user started again from the top. */
+ * ``focus`` ({fields, fallback}: a field's ``param``, or "steps.*" for all under steps, to its element's id, and an
+ * id): after an error, the focus on the field it names, else on ``fallback``, the box the user typed in; it was on
+ * the button the action switched off while it ran, which left it on the page's body, and a keyboard user started
+ * again from the top. */
 async function guarded(action, {clear = true, focus = null} = {}) {
   if (clear) showError("");
   try {
@@ -209,7 +218,8 @@ async function guarded(action, {clear = true, focus = null} = {}) {
   } catch (err) {
     if (err instanceof StaleKeyError) return undefined;
     showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
-    const field = focus && err.param && focus.fields[err.param] ? $(focus.fields[err.param]) : null;
+    const id = focus && err.param && (focus.fields[err.param] || focus.fields[`${String(err.param).split(".")[0]}.*`]);
+    const field = id ? $(id) : null; // "steps.*": every field under steps (steps.fused.op)
     if (field) { // the field is marked wrong, and the error box read as its description
       field.setAttribute("aria-invalid", "true");
       field.setAttribute("aria-describedby", "error");

@@ -247,6 +247,10 @@ document.addEventListener("DOMContentLoaded", () => {
   document.addEventListener("invalid", () => showError(""), true);
   $("chat-stop").addEventListener("click", stopChat);
   $("flow-form").addEventListener("submit", saveFlow);
+  $("flow-spec").addEventListener("input", () => { // edited: no longer the spec the error was about
+    $("flow-spec").removeAttribute("aria-invalid");
+    $("flow-spec").removeAttribute("aria-describedby");
+  });
   $("task-chat-form").addEventListener("submit", askTask);
   $("flow-delete").addEventListener("click", deleteFlow);
   $("flow-name").addEventListener("input", offerDelete); // off for a built-in flow's name

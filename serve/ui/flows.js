@@ -68,7 +68,8 @@ async function showFlow(name) {
  * refused, a spec), not the button. */
 function changeFlows(action) {
   $("flow-status").textContent = "";
-  return guarded(action, {focus: {fields: {name: "flow-name", spec: "flow-spec"}, fallback: "flow-spec"}});
+  const spec = "flow-spec"; // a step's field the service names (steps.fused.op) is in the spec: marked there
+  return guarded(action, {focus: {fields: {name: "flow-name", spec, "steps.*": spec}, fallback: spec}});
 }
 
 async function afterFlowChange(message) {

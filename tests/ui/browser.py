@@ -4,6 +4,7 @@ import (the browser and the service are tests/ui/conftest.py's package fixtures)
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 
 from selenium.common.exceptions import StaleElementReferenceException
@@ -57,6 +58,17 @@ def open_page(driver, service, typed: bool = True) -> None:
 def error_text(driver) -> str:
     box = by_id(driver, "error")
     return "" if box.get_attribute("hidden") is not None else box.text
+
+
+def page_error(status: int, error: dict) -> str:
+    """An API error as the page shows it: the field it names, then its message without that field again at its start
+    ("index: ", "step 'fused', field 'steps.fused.op': ")."""
+    message, param = error["message"], error.get("param")
+    if not param:
+        return f"HTTP {status}: {message}"
+    message = message.removeprefix(f"{param}: ")
+    message = re.sub(rf"^step '[^']*', field '{re.escape(param)}': ", "", message)
+    return f"HTTP {status} (field: {param}): {message}"
 
 
 def fill_search(driver, flow: str, queries: str, top_k: str) -> None:

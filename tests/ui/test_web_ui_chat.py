@@ -11,7 +11,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import QUERY, by_id, chat_with, error_text, open_page, rag_cut_short, set_text, wait
+from tests.ui.browser import (
+    QUERY, by_id, chat_with, error_text, open_page, page_error, rag_cut_short, set_text, wait,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -96,7 +98,7 @@ def test_the_chat_sends_the_index_a_flow_reads_on_ctrl_enter_and_a_refused_messa
     refused = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "index": "no-such-index",
                                                           "messages": [{"role": "user", "content": QUERY}]})
     assert refused.status_code == 422 and refused.json()["error"]["param"] == "index"
-    assert error_text(browser) == f"HTTP 422 (field: index): {refused.json()['error']['message']}"
+    assert error_text(browser) == page_error(422, refused.json()["error"])  # "step 'retrieve', field 'index'" gone
     assert browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn") == []  # the refused question is not kept
 
 

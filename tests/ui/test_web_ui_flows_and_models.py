@@ -10,7 +10,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import by_id, click, error_text, flow_names, open_page, set_text, wait
+from tests.ui.browser import by_id, click, error_text, flow_names, open_page, page_error, set_text, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -63,8 +63,7 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         wait(browser, lambda d: error_text(d) != "")
         refused = ui_app.api("PUT", f"/flows/{name}", bad)
         assert refused.status_code == 422
-        assert error_text(browser) == f"HTTP 422 (field: {refused.json()['error']['param']}): " \
-                                      f"{refused.json()['error']['message']}"
+        assert error_text(browser) == page_error(422, refused.json()["error"])
         assert "broken" in error_text(browser)  # the step is named
         assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # the saved one kept
 

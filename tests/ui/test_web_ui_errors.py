@@ -1,0 +1,41 @@
+"""The web UI's error line: the field an error names said once, and a flow spec the service refused marked on its
+box. Same service and browser as the other test_web_ui_*.py modules (package fixtures)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, page_error, set_text, wait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_until_edited(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "3")
+    set_text(browser, "index", "../../etc")
+    by_id(browser, "search-button").click()
+    shown = wait(browser, lambda d: error_text(d))
+    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3, "index": "../../etc"})
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["param"] == "index" and error["message"].startswith("index: index ")
+    assert shown == f"HTTP 422 (field: index): {error['message'].removeprefix('index: ')}" == page_error(422, error)
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    bad = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+                     "fused": {"op": "fuse.nonexistent", "inputs": ["bm25"]}}}
+    set_text(browser, "flow-name", "errors_once")
+    set_text(browser, "flow-spec", json.dumps(bad))
+    by_id(browser, "flow-save").click()
+    shown = wait(browser, lambda d: error_text(d))
+    error = ui_app.api("PUT", "/flows/errors_once", bad).json()["error"]
+    assert error["param"] == "steps.fused.op" and error["message"].startswith("step 'fused', field 'steps.fused.op': ")
+    assert shown == "HTTP 422 (field: steps.fused.op): " + error["message"].split(": ", 1)[1]
+    spec = by_id(browser, "flow-spec")
+    assert browser.switch_to.active_element == spec
+    assert spec.get_attribute("aria-invalid") == "true" and spec.get_attribute("aria-describedby") == "error"
+    spec.send_keys(" ")  # edited: no longer the spec refused
+    assert spec.get_attribute("aria-invalid") is None and spec.get_attribute("aria-describedby") is None
