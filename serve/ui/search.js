@@ -194,7 +194,9 @@ async function enqueue() {
     updateSearchButtons();
   }
   if (taskId) {
-    // the list first: a task that ended on its first poll was drawn before its row came, which then said "queued"
+    // the list first: a task that ended on its first poll was drawn before its row came, which then said "queued";
+    // meanwhile the tab shows the new task queued, not the one followed before (its heading, its URL)
+    showQueued(taskId);
     await showTab("tasks");
     $("tabbutton-tasks").focus(); // the button pressed is on the hidden tab now
     followTask(taskId);

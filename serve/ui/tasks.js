@@ -179,6 +179,15 @@ function updateTaskRow(body) {
   }
 }
 
+/** Run as a task's new task, shown queued at once, before the tab opens (its heading, and its URL then): the tab
+ * showed the task followed before until the list and the new task's first poll had come. */
+function showQueued(taskId) {
+  dropFollowed();
+  followed = taskId;
+  $("task-detail").replaceChildren(el("article", {class: "result", "data-task": taskId},
+    el("h2", {}, `task ${taskId}: queued`)));
+}
+
 /** Shows task ``taskId`` and follows it until it ends; ``push``: opened from the list, a new entry of the browser's
  * history (Back goes back to the list). */
 async function followTask(taskId, {push = false} = {}) {
