@@ -23,7 +23,7 @@ from serve.flow_request import refuse_missing_files
 from serve.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
 from serve.step_bounds import check_step_count
-from serve.flow_resolution import FlowFile, load_spec
+from serve.flow_resolution import FlowFile, load_spec, refuse_missing_indices
 
 
 def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
@@ -37,7 +37,8 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
     except TesseraError as err:
         return str(err)
     return (file_problem(service, file, now) or _missing_file_problem(service, file, now)
-            or _unshared_problem(service, file, tenant) or _failed_placement_problem(service, file, now))
+            or _unshared_problem(service, file, tenant) or _missing_index_problem(service, file)
+            or _failed_placement_problem(service, file, now))
 
 
 def _missing_file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
@@ -58,6 +59,16 @@ def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str 
     try:
         spec = confine_spec(load_spec(file), service.index_roots, service.data_roots)
         service.indices.refuse_unshared(spec, tenant, None)
+    except (TesseraError, ApiError) as err:
+        return str(err)
+    return None
+
+
+def _missing_index_problem(service: svc.Service, file: FlowFile) -> str | None:
+    """An index the flow names that is not there now (a 422 when it runs; one saved before its index was made): a
+    stat per index, asked every time, as for files."""
+    try:
+        refuse_missing_indices(confine_spec(load_spec(file), service.index_roots, service.data_roots))
     except (TesseraError, ApiError) as err:
         return str(err)
     return None

@@ -63,9 +63,12 @@ def test_a_flow_whose_model_is_not_made_yet_is_saved_and_said_not_runnable(base)
     assert status == {"runnable": False, "reason": run.json()["error"]["message"]}
 
 
-def test_a_flow_whose_index_is_not_made_yet_is_saved(base):
-    """The index may come later (an upload): the column check needs none, and a missing one is left to the run."""
+def test_a_flow_whose_index_is_not_made_yet_is_saved_and_said_not_runnable(base):
+    """The index may come later (an upload): the column check needs none, and a missing one is left to the run;
+    ``GET /flows`` gives that run's refusal (the web UI lists the flow as one that cannot run here)."""
     steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 5, "index": "comes_later"}}}
     assert requests.put(f"{base}/flows/later", json={"steps": steps}, timeout=60).status_code == 201
     run = requests.post(f"{base}/v1/search", json={"flow": "later", "query": "honey"}, timeout=60)
     assert run.status_code == 422 and "comes_later" in run.json()["error"]["message"], run.text
+    status = requests.get(f"{base}/flows", timeout=60).json()["status"]["later"]  # listed as runnable before
+    assert status == {"runnable": False, "reason": run.json()["error"]["message"]}, status
