@@ -37,8 +37,7 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
     except TesseraError as err:
         return str(err)
     return (file_problem(service, file, now) or _missing_file_problem(service, file, now)
-            or _unshared_problem(service, file, tenant) or _missing_index_problem(service, file)
-            or _failed_placement_problem(service, file, now))
+            or _index_problem(service, file, tenant) or _failed_placement_problem(service, file, now))
 
 
 def _missing_file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
@@ -53,22 +52,15 @@ def _missing_file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, 
     return None
 
 
-def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | None:
-    """Another key's unshared index that the flow names (a 403 when it runs): per caller and per sharing, so apart
-    from ``file_problem``'s cache; no task store query for a flow that names none of the service's indices."""
+def _index_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | None:
+    """Another key's unshared index that the flow names (a 403 when it runs), or one that is not there now (a 422;
+    a flow saved before its index was made), in the order a run refuses them (``runnable_spec``): per caller and
+    per sharing, a stat per index, so apart from ``file_problem``'s cache; no task store query for a flow that
+    names none of the service's indices."""
     try:
         spec = confine_spec(load_spec(file), service.index_roots, service.data_roots)
         service.indices.refuse_unshared(spec, tenant, None)
-    except (TesseraError, ApiError) as err:
-        return str(err)
-    return None
-
-
-def _missing_index_problem(service: svc.Service, file: FlowFile) -> str | None:
-    """An index the flow names that is not there now (a 422 when it runs; one saved before its index was made): a
-    stat per index, asked every time, as for files."""
-    try:
-        refuse_missing_indices(confine_spec(load_spec(file), service.index_roots, service.data_roots))
+        refuse_missing_indices(spec)
     except (TesseraError, ApiError) as err:
         return str(err)
     return None
