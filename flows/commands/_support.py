@@ -143,7 +143,8 @@ def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
             names.setdefault(typed[0][2:].replace("-", "_"), typed[0])  # --flow's dest is flows: an error says flow
     shown = {action.dest: action.metavar or action.dest.upper() for action in parser._actions
              if not action.option_strings and not isinstance(action, argparse._SubParsersAction)}
-    for dest, name in [*shown.items(), *((field, next(iter(shown.values()))) for field in ARGUMENT_FIELDS if shown)]:
+    first = next(iter(shown.values()), None)  # the argument the engine's fields feed
+    for dest, name in [*shown.items(), *((field, first) for field in ARGUMENT_FIELDS if first)]:
         names.setdefault(dest, name)
     return names
 
