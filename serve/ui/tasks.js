@@ -53,9 +53,13 @@ function taskRow(task) {
   return el("tr", {"data-task": task.id},
     cell("task", follow), cell("flow", task.flow || ""),
     cell("status", task.status, {class: `state ${task.status}`}),
-    cell("steps done", task.steps_done ?? ""), cell("created", when(task.created)),
+    cell("steps done", stepsDone(task.steps_done, task.steps_total)), cell("created", when(task.created)),
     cell("actions", taskAction(task.id, task.status)));
 }
+
+/** "3 / 5": a task's steps done of its steps (GET /tasks's ``steps_done`` and ``steps_total``, or a progress
+ * object's ``pipeline_progress``, "3/5"). */
+const stepsDone = (done, total) => (total === undefined || total === null ? String(done ?? "") : `${done} / ${total}`);
 
 const unfinished = (status) => status === "queued" || status === "running";
 
@@ -170,7 +174,8 @@ function updateTaskRow(body) {
   const status = row.querySelector('td[data-column="status"]');
   status.textContent = body.status;
   status.className = `state ${body.status}`;
-  row.querySelector('td[data-column="steps done"]').textContent = body.progress.pipeline_progress.split("/")[0];
+  row.querySelector('td[data-column="steps done"]').textContent = stepsDone(
+    ...body.progress.pipeline_progress.split("/"));
   const actions = row.querySelector('td[data-column="actions"]');
   const shown = actions.querySelector("button");
   // replaced only when cancel becomes delete: a button drawn again at every poll took the keyboard's focus away

@@ -13,6 +13,7 @@ import requests
 import sqlalchemy as sa
 
 from serve import auth
+from serve.results import progress_body
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore, tasks
 from tests.serve.conftest import api_on_localhost
@@ -96,7 +97,9 @@ def test_pages_give_every_task_once_newest_first_with_equal_times(api):
     assert [t["id"] for t in whole["tasks"]] == expected and whole["next"] is None
     first = requests.get(base + "/tasks", timeout=30).json()  # default limit 100: all 23, and no next page
     assert [t["id"] for t in first["tasks"]] == expected and first["next"] is None
-    assert set(first["tasks"][0]) == {"id", "status", "flow", "created", "updated", "steps_done", "error"}
+    assert set(first["tasks"][0]) == {"id", "status", "flow", "created", "updated", "steps_done", "steps_total",
+                                      "error"}
+    assert {t["steps_total"] for t in first["tasks"]} == {1}  # made_tasks' tasks have one step each
 
 
 def test_a_status_pages_its_own_tasks_and_counts_stay_whole(api):
@@ -152,6 +155,19 @@ def test_a_crafted_cursor_of_no_task_is_a_422_naming_before(api, pair):
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
     assert (error["param"], error["code"]) == ("before", "invalid_cursor") and error["message"].startswith("before: ")
+
+
+def test_a_listed_task_says_its_steps_total_from_its_row_as_its_progress_does(store_url):
+    """``steps_total`` beside ``steps_done`` (the Tasks tab shows "2 / 3"): the steps its row holds, which an upload
+    that compacts its index makes three, as ``/task/progress`` counts them."""
+    store = TaskStore(store_url)
+    three = store.create_task("carol", "hybrid", {}, [{"qid": "1", "query": "q"}], ["bm25", "dense", "fused"])
+    upload = store.create_task("carol", "ingest", {}, [], ["staging", "ingest"])
+    store.update(three, status="running", steps_done=2, current_step="fused")
+    store.update(upload, status="running", steps_done=2, steps=["staging", "ingest", "compact"])
+    listed = {t["id"]: (t["steps_done"], t["steps_total"]) for t in store.list_tasks("carol")}
+    assert listed == {three: (2, 3), upload: (2, 3)}
+    assert progress_body(store.task(three, "carol"))["progress"]["pipeline_progress"] == "2/3"
 
 
 def test_a_page_reads_the_owner_created_id_index(store_url):

@@ -1,5 +1,6 @@
 """The Tasks tab's list: *older tasks* adds the next pages of ``GET /tasks`` until every task is listed once, and
-*cancel* on a running task ends it cancelled in the service, its Ray work stopped."""
+*cancel* on a running task ends it cancelled in the service, its Ray work stopped; a row says its steps done of
+its steps."""
 
 from __future__ import annotations
 
@@ -119,6 +120,8 @@ def test_deleting_a_task_by_keyboard_leaves_the_focus_on_the_next_rows_delete(br
         open_page(browser, ui_app)
         open_tasks(browser)
         shown = wait(browser, lambda d: (lambda ids: ids if set(made) <= set(ids) else None)(shown_ids(d)))
+        assert {browser.find_element(By.XPATH, f'//tr[@data-task="{t}"]/td[@data-column="steps done"]').text
+                for t in made} == {"0 / 1"}  # steps done of the task's steps (GET /tasks's steps_total)
         middle = sorted(made, key=shown.index)[1]
         after = shown[shown.index(middle) + 1]  # the row under it
         browser.find_element(By.XPATH, f'//tr[@data-task="{middle}"]//button[text()="delete"]').send_keys(Keys.ENTER)

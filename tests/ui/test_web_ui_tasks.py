@@ -67,6 +67,9 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
     row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
     assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
+    done, total = body["progress"]["pipeline_progress"].split("/")
+    assert browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"] td[data-column="steps done"]'
+                                ).text == f"{done} / {total}"  # its steps done of its steps
     seen = browser.execute_script("return window.seen")
     # while it ran, its row in the list said what its view said (it stayed "queued" until the list was read again)
     assert seen and seen[-1] == ["finished", "finished"] and all(view == row for view, row in seen), seen
