@@ -85,7 +85,9 @@ function when(seconds) {
   return typeof seconds === "number" ? new Date(seconds * 1000).toLocaleString() : String(seconds || "");
 }
 
+/** Cancels an unfinished task (GET /task/cancel/{id}) once confirmed, as a delete is: its work stops for good. */
 async function cancelTask(taskId) {
+  if (!window.confirm(`Cancel the task ${taskId}? Its work stops and cannot be resumed.`)) return;
   await guarded(() => call("GET", `task/cancel/${encodeURIComponent(taskId)}`));
   await guarded(refreshTasks, {clear: false});
 }

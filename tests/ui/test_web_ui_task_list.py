@@ -1,6 +1,6 @@
 """The Tasks tab's list: *older tasks* adds the next pages of ``GET /tasks`` until every task is listed once, and
-*cancel* on a running task ends it cancelled in the service, its Ray work stopped; a row says its steps done of
-its steps."""
+*cancel* on a running task, once confirmed, ends it cancelled in the service, its Ray work stopped; a row says
+its steps done of its steps."""
 
 from __future__ import annotations
 
@@ -95,7 +95,13 @@ def test_cancel_on_a_running_task_ends_it_cancelled_and_its_work_stops(browser, 
                                    browser.find_element(By.XPATH, f'{row}//button[text()="cancel"]'))
             wait(browser, lambda d: d.execute_script("return window.drawn") >= 2)
             assert browser.switch_to.active_element.get_attribute("aria-label") == f"cancel task {task_id}"
+            click(browser, f'{row}//button[text()="cancel"]')  # asked first, as a delete is: not cancelled
+            assert browser.switch_to.alert.text == f"Cancel the task {task_id}? Its work stops and cannot be resumed."
+            browser.switch_to.alert.dismiss()
+            time.sleep(1)
+            assert ui_app.api("GET", f"/task/progress/{task_id}").json()["status"] == "running"
             click(browser, f'{row}//button[text()="cancel"]')
+            browser.switch_to.alert.accept()
 
             wait(browser, lambda d: d.find_element(By.XPATH, f'{row}/td[@data-column="status"]').text == "cancelled")
             assert browser.find_element(By.XPATH, f'{row}/td[@data-column="actions"]/button').text == "delete"
