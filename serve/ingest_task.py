@@ -46,7 +46,9 @@ WORKER_EXIT_S = 5.0
 
 
 class IngestProgressWriter:
-    """``on_progress`` of the ingestion: each stage's documents into the task's step progress."""
+    """``on_progress`` of the ingestion: each stage's documents into the task's step progress (``rows_out`` of
+    ``rows_in``), and the ``ingest`` step's passages embedded so far, ``passages_done`` of ``passages_total`` (those
+    of the upload's one shard, known once it is chunked): a large file that is one document moves by them."""
 
     def __init__(self, store: TaskStore, task_id: str):
         self.store, self.task_id = store, task_id
@@ -65,6 +67,8 @@ class IngestProgressWriter:
                 self.progress["staging"]["status"] = "done"
         info["rows_in"] = event.docs_total or 0
         info["rows_out"] = event.docs
+        if event.chunks_total:
+            info["passages_done"], info["passages_total"] = event.chunks, event.chunks_total
         info["seconds"] = round(time.perf_counter() - self.started[step], 3)
         if not self.throttle.due(forced=line is not None):
             return

@@ -53,13 +53,18 @@ class Embedder:
     """The embed step's operator with failure isolation and the fault hooks.
 
     ``on_progress(shard, docs)`` hears after each encoder call how many more documents of a
-    shard it reached, so progress moves while a large shard is embedded. Once ``stop`` is set,
-    the next call raises ``EmbedStopped`` instead: an interrupted run waits for one call, not a shard."""
+    shard it reached, so progress moves while a large shard is embedded. ``on_encoded(docs, chunks, more)``, given
+    instead (in-process), hears the same documents by shard and the chunks given their vectors then, so a document
+    of thousands of chunks moves too; ``more``: chunks to embed of a call, said (with none done) as the call begins.
+    Once ``stop`` is set, the next call raises ``EmbedStopped`` instead: an interrupted run waits for one call, not a
+    shard."""
 
     def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None,
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None,
+                 on_encoded: Callable[[dict[str, int], int, int], None] | None = None):
         self.job = job
-        self.on_progress = on_progress
+        self.on_progress, self.on_encoded = on_progress, on_encoded
+        self.reporting = on_progress is not None or on_encoded is not None
         self.stop = stop
         self.op = embed_operator(job.embed or {}, job.embed_placement)
         self.part_rows = EMBED_PART_ROWS  # grows to EMBED_PART_SECONDS of work once a call has been timed
@@ -85,12 +90,14 @@ class Embedder:
         shards = table.column("_shard").to_pylist() if n else []
         texts = self.op.texts(table) if n else []
         rows = np.flatnonzero(todo)
+        if self.on_encoded is not None and len(rows):
+            self.on_encoded({}, 0, len(rows))
         seen: set[str] = set()
         reached: set[tuple[str, str]] = set()  # (shard, doc id) of the documents reported
         reused = self.reuse.fill(rows, texts, vectors) if self.reuse is not None and len(rows) else rows[:0]
         if len(reused):
             rows = np.setdiff1d(rows, reused)
-            if self.on_progress is not None:
+            if self.reporting:
                 self._report(reused.tolist(), shards, doc_ids, reached)
         if len(rows):  # loaded here, not in the first call: a failure to load is the run's, not a document's
             self.op.ensure_setup()
@@ -107,7 +114,7 @@ class Embedder:
                 self._encode(part, texts, bodies, doc_ids, vectors, errors, stages)
                 self._timed(len(part), time.perf_counter() - started, step)
                 done += len(part)
-                if self.on_progress is not None:
+                if self.reporting:
                     self._report(part, shards, doc_ids, reached)
             for shard in dict.fromkeys(shards[i] for i in batch):
                 if shard not in seen:  # half-way into a shard's first batch: the worker may die here
@@ -132,12 +139,16 @@ class Embedder:
         self.part_rows = size
 
     def _report(self, batch: list[int], shards: list[str], doc_ids: list[str], reached: set[tuple[str, str]]) -> None:
-        """Tell ``on_progress`` the documents of ``batch`` not reported before, per shard."""
+        """Tell ``on_progress`` the documents of ``batch`` not reported before, per shard (``on_encoded`` those and
+        ``batch``'s chunks, in one call)."""
         new: dict[str, int] = {}
         for i in batch:
             if (shards[i], doc_ids[i]) not in reached:
                 reached.add((shards[i], doc_ids[i]))
                 new[shards[i]] = new.get(shards[i], 0) + 1
+        if self.on_encoded is not None:
+            self.on_encoded(new, len(batch), 0)
+            return
         for shard, docs in new.items():
             self.on_progress(shard, docs)
 

@@ -194,7 +194,7 @@ class _Run:
 
         chunker, enrichers = _chunker(self.job), _enrichers(self.job)
         stop = threading.Event()
-        embedder = Embedder(self.job, self.tracker.embedded, stop=stop) \
+        embedder = Embedder(self.job, stop=stop, on_encoded=self.tracker.encoded) \
             if shards and self.job.embed is not None else None
 
         def embedded(shard: str):

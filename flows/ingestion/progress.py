@@ -29,7 +29,10 @@ HEARTBEAT_S = 30.0
 
 @dataclass(frozen=True)
 class IngestProgress:
-    """Where an ingestion is: its stage, documents done so far (read, or embedded and committed), shards committed."""
+    """Where an ingestion is: its stage, documents done so far (read, or embedded and committed), shards committed;
+    in-process (``executor="local"``), also the chunks given their vectors so far, of ``chunks_total``, those of the
+    shards chunked so far (a shard is chunked as its embedding begins): a document of thousands of chunks counts
+    once, after its first encoder call, while these move with every call. 0 and 0 on Ray, and without an encoder."""
 
     stage: Stage
     docs: int
@@ -37,6 +40,8 @@ class IngestProgress:
     shards: int = 0
     shards_total: int = 0
     failures: int = 0
+    chunks: int = 0
+    chunks_total: int = 0
 
 
 IngestProgressCallback = Callable[[IngestProgress], None]
@@ -53,7 +58,7 @@ class ProgressTracker:
         self.show = bar
         self.lines = bar and not sys.stderr.isatty()  # off a terminal: lines, no bar
         self.callback = callback
-        self.docs = self.shards = self.failures = 0
+        self.docs = self.shards = self.failures = self.chunks = self.chunks_total = 0
         self._counted: dict[str, int] = {}
         self._committed: set[str] = set()
         self._lock = threading.Lock()
@@ -88,14 +93,33 @@ class ProgressTracker:
     def embedded(self, shard: str, docs: int) -> None:
         """``docs`` more documents of ``shard`` embedded; ignored once the shard is committed."""
         with self._lock:
-            if shard in self._committed:
-                return
-            counted = self._counted.get(shard, 0)
-            room = self.shard_docs.get(shard)
-            docs = docs if room is None else max(0, min(docs, room - counted))
+            docs = self._new_docs(shard, docs)
             if docs:
-                self._counted[shard] = counted + docs
                 self._advance(docs)
+
+    def encoded(self, docs: dict[str, int], chunks: int, more: int) -> None:
+        """In-process, an encoder call's news in one event: ``docs`` more documents by shard (as ``embedded``) and
+        ``chunks`` more chunks given their vectors; ``more`` chunks to embed (a call's, as it begins: sent with the
+        next news, not alone)."""
+        with self._lock:
+            self.chunks += chunks
+            self.chunks_total += more
+            new = sum(self._new_docs(shard, n) for shard, n in docs.items())
+            if new:
+                self._advance(new)
+            elif chunks:
+                self._emit()
+
+    def _new_docs(self, shard: str, docs: int) -> int:
+        """How many of ``docs`` more documents of ``shard`` count (none once it is committed, at most its own)."""
+        if shard in self._committed:
+            return 0
+        counted = self._counted.get(shard, 0)
+        room = self.shard_docs.get(shard)
+        docs = docs if room is None else max(0, min(docs, room - counted))
+        if docs:
+            self._counted[shard] = counted + docs
+        return docs
 
     def committed(self, shard: str, docs: int, failures: int) -> None:
         """``shard`` committed with ``docs`` documents: what its embedding did not count yet is counted now."""
@@ -130,4 +154,4 @@ class ProgressTracker:
     def _emit(self) -> None:
         if self.callback is not None:
             self.callback(IngestProgress(self.stage, self.docs, self.docs_total, self.shards, len(self.shard_docs),
-                                         self.failures))
+                                         self.failures, self.chunks, self.chunks_total))

@@ -204,13 +204,7 @@ async function upload(event) {
         }
         warnings.push(...(queued.warnings || []));
         const done = await finished(queued.task_id, (progress) => {
-          const step = progress.progress.current_step || "queued";
-          const info = progress.progress.step_progress[step] || {};
-          // an upload that leaves too many shards compacts the index in a third step, counted in passages
-          status.textContent = step === "compact"
-            ? `${where}task ${queued.task_id}: compacting the index, ${info.rows_out || 0} of ${info.rows_in || 0} `
-              + "passage(s) merged"
-            : `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of ${queued.documents} document(s)`;
+          status.textContent = `${where}task ${queued.task_id}: ${ingestionProgress(progress, queued.documents)}`;
         });
         if (done.status !== "finished") {
           throw new ApiError(`task ${queued.task_id} ${done.status}: ${done.error || ""} (${added} document(s) `
@@ -253,4 +247,20 @@ async function deleteDocuments(event) {
     announce($("delete-docs-status").textContent);
     await afterDocumentsChanged(name);
   }, {focus: {fields: {name: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
+}
+
+/** How far an ingestion task is (its GET /task/progress body): its step, the passages embedded of those of its
+ * upload once they are chunked (a large file that is one document moves by them), its documents of ``documents``
+ * (the upload's; else the ingest step's own total); a compaction (a third step of an upload
+ * that leaves too many shards) its passages merged. */
+function ingestionProgress(body, documents) {
+  const step = body.progress.current_step || "queued";
+  const info = body.progress.step_progress[step] || {};
+  if (step === "compact") {
+    return `compacting the index, ${info.rows_out || 0} of ${info.rows_in || 0} passage(s) merged`;
+  }
+  const total = documents ?? (info.rows_in || null);
+  const docs = `${info.rows_out || 0}${total === null ? "" : ` of ${total}`} document(s)`;
+  return info.passages_total ? `${step}, ${info.passages_done} of ${info.passages_total} passage(s) embedded `
+    + `(${docs})` : `${step}, ${docs}`;
 }

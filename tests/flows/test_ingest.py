@@ -457,3 +457,7 @@ def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30):
     assert [e.docs for e in ingesting] == sorted(e.docs for e in ingesting)  # never counted twice
     assert (ingesting[-1].docs, ingesting[-1].docs_total, ingesting[-1].shards) == (30, 30, 2)
     assert [e.docs for e in events if e.stage == "staging"][-1] == 30
+    # in the same events, the chunks given their vectors, of those of the shards chunked so far (a document of
+    # thousands of chunks, counted after its first encoder call, moves by these)
+    assert [e.chunks for e in ingesting] == sorted(e.chunks for e in ingesting)
+    assert ingesting[-1].chunks == ingesting[-1].chunks_total == report.chunks_embedded
