@@ -23,6 +23,7 @@ async function loadIndices() {
     value: spec.name, disabled: Boolean(spec.missing), title: spec.missing || spec.description,
   }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
   select.value = chosen;
+  guarded(showIngestions, {clear: false}); // not waited for: the table is read, whatever the tasks' answer
 }
 
 /** A table cell that names its column (as a task's do): a row drawn again gives the focus to the button in the same
@@ -203,6 +204,7 @@ async function upload(event) {
           continue;
         }
         warnings.push(...(queued.warnings || []));
+        shownIngestions.add(queued.task_id); // followed here: not listed again as a running ingestion
         const done = await finished(queued.task_id, (progress) => {
           status.textContent = `${where}task ${queued.task_id}: ${ingestionProgress(progress, queued.documents)}`;
         });
@@ -251,7 +253,7 @@ async function deleteDocuments(event) {
 
 /** How far an ingestion task is (its GET /task/progress body): its step, the passages embedded of those of its
  * upload once they are chunked (a large file that is one document moves by them), its documents of ``documents``
- * (the upload's; else the ingest step's own total); a compaction (a third step of an upload
+ * (the upload's; unknown after a reload: the ingest step's own total); a compaction (a third step of an upload
  * that leaves too many shards) its passages merged. */
 function ingestionProgress(body, documents) {
   const step = body.progress.current_step || "queued";
@@ -263,4 +265,36 @@ function ingestionProgress(body, documents) {
   const docs = `${info.rows_out || 0}${total === null ? "" : ` of ${total}`} document(s)`;
   return info.passages_total ? `${step}, ${info.passages_done} of ${info.passages_total} passage(s) embedded `
     + `(${docs})` : `${step}, ${docs}`;
+}
+
+const shownIngestions = new Set(); // the ingestion tasks this page follows or has seen end: each asked about once
+
+/** The caller's indices' ingestions running now that this page did not start (an upload under way when the page
+ * was reloaded, or one sent from elsewhere), one line each under the table, followed to their end (GET
+ * /task/progress) as an upload sent here is; the table is read again once each ends. Their index's latest
+ * ingestion (``ingest_task``) each, asked about once: those not running (``GET /tasks?status=``) are not shown. */
+async function showIngestions() {
+  const latest = new Map(indexListing.indices.filter((ix) => ix.writable && ix.ingest_task
+    && !shownIngestions.has(ix.ingest_task)).map((ix) => [ix.ingest_task, ix.name]));
+  if (!latest.size) return;
+  const pages = await Promise.all(["running", "queued"].map((state) => call("GET",
+    `tasks?status=${state}&limit=1000`)));
+  const running = new Set(pages.flatMap((page) => page.tasks.map((task) => task.id)));
+  for (const [taskId, name] of latest) {
+    if (shownIngestions.has(taskId)) continue; // (a load of the list that came meanwhile follows it)
+    shownIngestions.add(taskId);
+    if (running.has(taskId)) guarded(() => followIngestion(taskId, name), {clear: false});
+  }
+}
+
+async function followIngestion(taskId, name) {
+  const line = el("li", {"data-task": taskId});
+  $("index-ingestions").append(line);
+  const say = (text) => { line.textContent = `${name}: task ${taskId}: ${text}`; };
+  say("…");
+  const done = await finished(taskId, (body) => say(ingestionProgress(body)));
+  const outcome = done.result ? done.result.result_description.text : done.error || "";
+  say(`${done.status}${outcome ? `: ${outcome}` : ""}`);
+  announce(line.textContent);
+  await afterDocumentsChanged(name);
 }

@@ -1,11 +1,13 @@
 """The Indices tab's Add before and while it sends: what the page refuses before sending anything (a file it cannot
 add, a file or a document too large for any request, a JSONL line it cannot read, an id given twice, a pasted text
-without an id, an index name of spaces, nothing chosen), each with the focus on the field it names, and an upload
-over the service's limits sent in parts, after which the index holds every document."""
+without an id, an index name of spaces, nothing chosen), each with the focus on the field it names, an upload
+over the service's limits sent in parts, after which the index holds every document, and an upload's progress by
+its passages, still followed on the Indices tab after a reload of the page."""
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 
 import pytest
@@ -272,3 +274,36 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
     zurich = ui_app.api("GET", f"/v1/indices/{name}/documents/zurich").json()
     assert zurich["passages"][0]["text"] == "Zürich, Genève, Köln\ufffd"
     ui_app.api("DELETE", f"/v1/indices/{name}")
+
+
+@pytest.mark.slow  # an ingestion of some 1,400 passages, cancelled once seen moving
+def test_an_upload_counts_its_passages_and_after_a_reload_the_indices_tab_still_follows_it(browser, ui_app):
+    """A large text that is one document: its progress moves by passages (its documents said "0 of 1" for minutes),
+    on the Add form, and after a reload, when only the service knew of it, on a line of its own under the table,
+    followed to its end."""
+    name = "ui-big-" + secrets.token_hex(3)
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    set_text(browser, "upload-id", "book")
+    set_text(browser, "upload-text", text_of(MAX_BODY_BYTES * 9 // 10, "kakapo"))  # ~1,400 passages: a while
+    by_id(browser, "upload-button").click()
+    status = wait(browser, lambda d: (lambda text: text if " passage(s) embedded (" in text else None)(
+        by_id(d, "upload-status").text), seconds=180)
+    assert status.startswith("task ") and status.endswith(" of 1 document(s))"), status
+    task_id = status.split(":")[0].removeprefix("task ")
+
+    browser.refresh()  # the upload goes on in the service; the page knows of it no more
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    line = f'#index-ingestions li[data-task="{task_id}"]'
+    said = re.compile(rf"^{name}: task {task_id}: ingest, (\d+) of (\d+) passage\(s\) embedded \((\d+ of )?1 "
+                      r"document\(s\)\)$")
+    first = wait(browser, lambda d: said.match(d.find_element(By.CSS_SELECTOR, line).text)
+                 if d.find_elements(By.CSS_SELECTOR, line) else None)
+    done, total = int(first[1]), int(first[2])
+    assert 0 < done < total, first[0]
+    wait(browser, lambda d: (lambda m: m and int(m[1]) > done)(said.match(d.find_element(By.CSS_SELECTOR, line).text)))
+    assert by_id(browser, "upload-status").text == ""  # the line under the table, not the form's status
+
+    ui_app.api("GET", f"/task/cancel/{task_id}")  # ended here: the page follows it to its end
+    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, line).text == f"{name}: task {task_id}: cancelled")
+    assert error_text(browser) == ""
