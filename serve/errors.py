@@ -87,6 +87,11 @@ def too_many_tasks(limits: Any, why: str = "limit") -> ApiError:
                     "wait for one to finish or cancel one", code="max_tasks_per_key")
 
 
+#: Why a key may not change another key's index, after "index '<name>' " (``index_refusal``; ``GET /v1/indices``'
+#: ``read_only``, ``serve.index_owner.read_only_names``).
+NOT_OWNED = "belongs to another key; only its owner can change it"
+
+
 def index_refusal(limits: Any, name: str, why: str) -> ApiError:
     """Why the task store refused a change to index ``name``: ``"busy:<task>"`` (an ingestion or a compaction of it
     runs, 409), ``"owner"`` (another key made it, 403), else too many tasks (429, ``too_many_tasks``)."""
@@ -95,8 +100,7 @@ def index_refusal(limits: Any, name: str, why: str) -> ApiError:
                         "to finish (GET /task/progress/{id}) and send this request again", param="name",
                         code="index_busy")
     if why == "owner":
-        return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it", param="name",
-                        code="index_not_owned")
+        return ApiError(403, f"index '{name}' {NOT_OWNED}", param="name", code="index_not_owned")
     return too_many_tasks(limits, why)
 
 

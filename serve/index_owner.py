@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from serve.errors import ApiError
+from serve.errors import NOT_OWNED, ApiError
 
 log = logging.getLogger("tessera.serve")
 
@@ -35,6 +35,13 @@ log = logging.getLogger("tessera.serve")
 OWNER_FILE = "owner.json"
 #: The owner of an index whose owner file cannot be read: no key has this id (ids start with a letter or digit).
 NOBODY = "-unreadable-owner-file-"
+#: Why no key may change an index, after "index '<name>' ", as the 403 ``index_read_only`` of a change says it and
+#: ``GET /v1/indices`` lists it (``read_only_names``): the default index (its name also before it is built), and an
+#: index the service did not make (one ``tessera ingest`` built in its folder).
+DEFAULT_READ_ONLY = ("is the service's default index, which every key searches; it is read-only here (build it with "
+                     "`tessera ingest`)")
+NOT_MADE_HERE = ("was not made through this service; it is read-only here (change it with `tessera index` or "
+                 "`tessera ingest`)")
 
 
 def write_owner(folder: Path, row: dict[str, Any]) -> None:
@@ -97,6 +104,27 @@ def restore_rows(store: Any, folder: Path) -> int:
                         OWNER_FILE, found["owner"])
             restored += 1
     return restored
+
+
+def default_names(default: str | None) -> tuple[str, ...]:
+    """The index names a change is refused for as the default index's (``default``: its path, None: none): its
+    folder's name, and that of the folder a link to it leads to, also where it lies outside the service's folder."""
+    if not default:
+        return ()
+    return tuple(dict.fromkeys((Path(default).name, Path(default).resolve().name)))
+
+
+def read_only_names(listed: list[dict[str, Any]], default: str | None) -> dict[str, str]:
+    """``GET /v1/indices``' ``read_only``: each index name the caller may know of and not change (add documents to,
+    delete documents from, share or delete), with why, in the words of the 403 such a change gets after "index
+    '<name>' ": the default index's names (also before it is built, and where it is listed without a name), then
+    each listed index (``Indices.listing``) that is not the caller's: another key's shared one, one the service did
+    not make (no row: no ``spec``). The web UI turns its deletion off for these (serve/ui/indices.js)."""
+    names = dict.fromkeys(default_names(default), DEFAULT_READ_ONLY)
+    for entry in listed:
+        if entry["name"] and not entry["writable"]:
+            names.setdefault(entry["name"], NOT_MADE_HERE if entry["spec"] is None else NOT_OWNED)
+    return names
 
 
 def unshared(name: str, field: str) -> ApiError:

@@ -35,7 +35,8 @@ from serve.documents import DocumentsRequest, files_request, given_once, sent_as
 from serve.errors import ApiError, index_refusal
 from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
                                  refuse_against_index)
-from serve.index_owner import OWNER_FILE, check_named, index_holding, read_owner, readable, unshared, write_owner
+from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, OWNER_FILE, check_named, default_names,
+                               index_holding, read_owner, readable, unshared, write_owner)
 from serve.ingest_task import STEPS, _move_aside
 from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
@@ -338,10 +339,8 @@ class Indices:
     def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
         path, row = self.named(name)
-        default = self.service.default_index
-        if default and name in (Path(default).name, Path(default).resolve().name):  # another index of its name
-            raise ApiError(403, f"index '{name}' is the service's default index, which every key searches; it is "
-                           "read-only here (build it with `tessera ingest`)", param="name", code="index_read_only")
+        if name in default_names(self.service.default_index):  # another index of its name
+            raise ApiError(403, f"index '{name}' {DEFAULT_READ_ONLY}", param="name", code="index_read_only")
         if not self._searchable():
             raise ApiError(403, f"this service cannot add indices: {self.folder} is outside its index roots "
                            "(args.service.index_roots), so no search could read them", param="name",
@@ -349,9 +348,7 @@ class Indices:
         if row is None and path.exists():
             row = read_owner(path)
             if row is None:
-                raise ApiError(403, f"index '{name}' was not made through this service; it is read-only here "
-                               "(change it with `tessera index` or `tessera ingest`)", param="name",
-                               code="index_read_only")
+                raise ApiError(403, f"index '{name}' {NOT_MADE_HERE}", param="name", code="index_read_only")
             if row["owner"] == tenant:  # the task store lost its row: its owner's change puts it back
                 self.service.store.restore_index(row)
                 row = self.service.store.index(name) or row

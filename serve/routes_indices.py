@@ -16,18 +16,20 @@ from serve import index_admin
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.errors import ApiError
+from serve.index_owner import read_only_names
 from serve.routes_tasks import tenant
 from serve.upload_form import UPLOAD_FORM, read_upload
 
 router = APIRouter(tags=["indices"])
 
 
-@router.get("/v1/indices", summary="The indices a search can name, which of them the caller may change, the ingest "
-            "specs a new one may use, and how much one upload may send")
+@router.get("/v1/indices", summary="The indices a search can name, which of them the caller may change (and why not "
+            "the others), the ingest specs a new one may use, and how much one upload may send")
 def list_indices(request: Request) -> dict[str, Any]:
     service = svc.current()
     limits = service.limits
-    return {"indices": service.indices.listing(tenant(request)),
+    listed = service.indices.listing(tenant(request))
+    return {"indices": listed, "read_only": read_only_names(listed, service.default_index),
             "specs": service.indices.specs(),
             "limits": {"max_documents_per_request": limits.max_documents_per_request,
                        "max_body_bytes": limits.max_body_bytes, "max_upload_bytes": limits.max_upload_bytes}}

@@ -187,7 +187,8 @@ function forgetKeyData() {
   $("task-chat-form").dataset.task = "";
   flowSpec = null;
   dropSearch(); // its answer was for the other key
-  indexListing = {indices: [], specs: [], limits: {}};
+  indexListing = {indices: [], read_only: {}, specs: [], limits: {}};
+  offerDocumentDeletion(); // the other key's read-only indices are not this one's
   $("flow").dataset.chosen = $("flow").value || $("flow").dataset.chosen || "";
   for (const id of ["results", "task-detail", "task-chat-log", "chat-log", "flow-list", "flow", "chat-model",
     "all-indices", "own-indices", "flow-description"]) $(id).replaceChildren();
@@ -257,6 +258,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("flow-use").addEventListener("click", useFlow);
   $("upload-form").addEventListener("submit", upload);
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
+  $("delete-docs-index").addEventListener("input", offerDocumentDeletion); // off for a read-only index
   $("chat-clear").addEventListener("click", newChat);
   for (const id of ["chat-model", "chat-index"]) $(id).addEventListener("change", keepChat); // kept for a reload
   window.addEventListener("pagehide", () => { leavingPage = true; }); // before the answer's fetch is cut

@@ -2,7 +2,7 @@
 // The Indices tab: the indices a search can name, an index's documents, documents added (documents.js reads and
 // batches them) or deleted, an index shared or deleted.
 
-let indexListing = {indices: [], specs: [], limits: {}}; // GET /v1/indices
+let indexListing = {indices: [], read_only: {}, specs: [], limits: {}}; // GET /v1/indices
 
 async function loadIndices() {
   indexListing = await call("GET", "v1/indices");
@@ -24,6 +24,22 @@ async function loadIndices() {
   }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
   select.value = chosen;
   guarded(showIngestions, {clear: false}); // not waited for: the table is read, whatever the tasks' answer
+  offerDocumentDeletion();
+}
+
+/** Why the caller may not change index ``name`` (GET /v1/indices' ``read_only``: the default index, also by the
+ * name of its folder where the table lists it without one, another key's, one the service did not make), else "". */
+function readOnlyReason(name) {
+  const why = Object.hasOwn(indexListing.read_only || {}, name) ? indexListing.read_only[name] : "";
+  return why ? `index '${name}' ${why}` : "";
+}
+
+/** *Delete documents* off, its reason beside it, while the index box names an index the caller may not change: it
+ * asked to confirm, then got the service's certain 403. */
+function offerDocumentDeletion() {
+  const why = readOnlyReason($("delete-docs-index").value.trim());
+  $("delete-docs-button").disabled = Boolean(why);
+  $("delete-docs-why").textContent = why;
 }
 
 /** A table cell that names its column (as a task's do): a row drawn again gives the focus to the button in the same
@@ -237,6 +253,7 @@ async function deleteDocuments(event) {
   $("delete-docs-status").textContent = ""; // the last deletion's outcome is not this one's
   await guarded(async () => {
     const name = checkedName($("delete-docs-index").value.trim(), "index");
+    if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "name"}); // (the button is off)
     if (!ids.length) { // the service's words would be pydantic's ("List should have at least 1 item")
       throw new ApiError("enter the ids of the documents to delete (field: ids): one a line, or separated by commas",
         {param: "ids"});

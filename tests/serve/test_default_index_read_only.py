@@ -61,3 +61,36 @@ def test_the_default_index_outside_the_home_is_refused_by_its_name_over_http(tmp
     error = answer.json()["error"]
     assert (error["code"], error["param"]) == ("index_read_only", "name") and "'sample'" in error["message"], error
     assert service.store.index("sample") is None and not (service.indices.folder / "sample").exists()
+
+
+def test_the_listing_names_each_index_the_caller_may_not_change_in_the_words_of_its_403(tmp_path, monkeypatch):
+    """GET /v1/indices' ``read_only``: the web UI asked to confirm a deletion of documents from the default index
+    (its name, ``sample``, listed nowhere: it is outside $TESSERA_HOME), then got a 403 it could have known of."""
+    import requests
+
+    from serve.service import Service
+    from serve.service_settings import ServiceArgs, resolve
+    from tests.serve.conftest import api_on_localhost, two_document_index
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    two_document_index(tmp_path / "elsewhere" / "sample")
+    for name in ("built", "theirs", "mine"):  # built: by `tessera ingest`, no owner
+        two_document_index(home / "indices" / name)
+    args = ServiceArgs(default_index=str(tmp_path / "elsewhere" / "sample"),
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0)
+    service = Service(resolve(args, environ={}), [], "tessera")
+    for owner, name in (("bob", "theirs"), ("local", "mine")):  # without keys, the caller is `local`
+        task, _ = service.store.create_ingest_task(owner, name, "ingest", {"documents": 2}, ["ingest"], limit=5)
+        service.store.finish(task, "finished")
+    service.indices.share("theirs", True, "bob")
+    with api_on_localhost() as base:
+        listing = requests.get(f"{base}/v1/indices", timeout=60).json()
+        assert {ix["name"]: ix["writable"] for ix in listing["indices"]} == {
+            None: False, "built": False, "theirs": False, "mine": True}
+        assert set(listing["read_only"]) == {"sample", "built", "theirs"}, listing["read_only"]
+        for name, why in listing["read_only"].items():
+            answer = requests.post(f"{base}/v1/indices/{name}/delete", json={"ids": ["b1"]}, timeout=60)
+            assert answer.status_code == 403 and answer.json()["error"]["message"] == f"index '{name}' {why}"
+        mine = requests.post(f"{base}/v1/indices/mine/delete", json={"ids": ["nothing"]}, timeout=60)
+        assert mine.status_code == 200, mine.text

@@ -40,6 +40,16 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     wait(browser, lambda d: index_rows(d).get(label, [None])[0] == str(default["chunks"]))
     assert [o.get_attribute("value") for o in Select(by_id(browser, "upload-spec")).options] == [
         s["name"] for s in listing["specs"]]
+    # The default index's name (its folder's: the table names it by none) typed for Delete documents: the button is
+    # off, saying why (the listing's read_only), not asking to confirm and then showing the service's certain 403.
+    field = by_id(browser, "delete-docs-index")
+    folder = next(name for name, why in listing["read_only"].items() if why.startswith("is the service's default"))
+    field.send_keys(folder)
+    wait(browser, lambda d: not by_id(d, "delete-docs-button").is_enabled())
+    assert by_id(browser, "delete-docs-why").text == f"index '{folder}' {listing['read_only'][folder]}"
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.BACKSPACE)  # no name: on again, for the deletions below
+    wait(browser, lambda d: by_id(d, "delete-docs-button").is_enabled() and not by_id(d, "delete-docs-why").text)
 
     name = "ui-notes-" + secrets.token_hex(3)
     notes = tmp_path / "notes.jsonl"
