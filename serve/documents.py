@@ -5,7 +5,8 @@ A document is an id, a title, a text and scalar metadata (doc-store columns that
 filters read). A PDF gives a document per page with text, as ``sources.pdf`` reads it, with
 its file name and page as metadata (what ``generate.references`` cites); a text, Markdown or
 HTML file gives one document, as ``sources.files`` reads it (its title a Markdown file's first
-heading or an HTML page's ``<title>``, an HTML page's text that of its body).
+heading or an HTML page's ``<title>``, an HTML page's text that of its body); a CSV file gives a document per row, as
+``sources.csv`` reads it (``serve.csv_upload``).
 """
 
 from __future__ import annotations
@@ -222,8 +223,13 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
         return documents
     if suffix in TEXT_SUFFIXES:
         return [text_file_document(filename, content, [] if warnings is None else warnings)]
-    kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
-    raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown or HTML file ({kinds}); send JSON or "
+    if suffix == ".csv":  # a document a row, as tessera ingest reads it
+        from serve.csv_upload import csv_documents
+
+        return csv_documents(filename, content, limits.max_documents_per_request, [] if warnings is None else warnings,
+                             Document.model_validate)
+    kinds = ", ".join((".pdf", *TEXT_SUFFIXES, ".csv"))
+    raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown, HTML or CSV file ({kinds}); send JSON or "
                    "JSONL documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
 
 

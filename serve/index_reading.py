@@ -125,7 +125,8 @@ def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, f
         given = [i for i, value in enumerate(values) if value is not None]
         i = next((i for i in given if refused(values[i])), given[0])  # (mixed kinds made text: the first value)
         doc, kind = documents[i], values_to_array([values[i]]).type
-        where = f"{doc.metadata.get('path')}: document '{doc.id}'" if from_files else f"documents.{i} ('{doc.id}')"
+        where = f"documents.{i} ('{doc.id}')" if not from_files else (  # a CSV row's document names no file
+            f"{doc.metadata['path']}: document '{doc.id}'" if "path" in doc.metadata else f"document '{doc.id}'")
         clash = "these do not merge" if merged is None else f"these merge to {merged}, which cannot hold it"
         raise ApiError(422, f"{where}: metadata '{key}' is {kind} ({_json(values[i])}), but index '{name}' holds "
                        f"column '{key}' as {have}; {clash}. An index's documents must agree on each metadata column's "

@@ -277,7 +277,7 @@ class Indices:
     def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
                   tenant: str, first_page: int | None = None) -> dict[str, Any]:
         """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
-        Markdown or HTML file one document; ``warnings`` say what the client should know of how a file was read."""
+        Markdown or HTML file one document, a CSV file one a row; ``warnings`` say how a file was read."""
         request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits)
         with sent_as_files():
             return self.add(name, request, tenant, files=whole, warnings=warnings)

@@ -45,8 +45,8 @@ async def add_documents(name: str, body: DocumentsRequest, request: Request) -> 
 
 
 @router.post("/v1/indices/{name}/files", status_code=202, openapi_extra=UPLOAD_FORM,
-             summary="Add PDF, text, Markdown or HTML files to an index (a PDF: a document per page): an ingestion "
-             "task")
+             summary="Add PDF, text, Markdown, HTML or CSV files to an index (a PDF: a document per page, a CSV: a "
+             "document per row): an ingestion task")
 async def add_files(name: str, request: Request) -> dict[str, Any]:
     service = svc.current()
     contents, spec, replace, first_page = await read_upload(request, service.limits.max_documents_per_request)

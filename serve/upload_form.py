@@ -27,9 +27,9 @@ MAX_FIELDS = 16
 UPLOAD_FORM = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["files"], "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-                  "description": "PDF (.pdf), text (.txt), Markdown (.md, .markdown) or HTML (.html, .htm) "
-                                 "files, each with its file name, at most max_upload_bytes in all and "
-                                 "max_documents_per_request files."},
+                  "description": "PDF (.pdf), text (.txt), Markdown (.md, .markdown), HTML (.html, .htm) or "
+                                 "CSV (.csv: a document a row, as `tessera ingest` reads it) files, each with its "
+                                 "file name, at most max_upload_bytes in all and max_documents_per_request files."},
         "spec": {"type": "string", "description": "For a new index: the built-in ingest spec that makes it "
                                                   "(default `ingest`)."},
         "first_page": {"type": "integer", "minimum": 1,

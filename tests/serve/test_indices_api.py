@@ -219,7 +219,7 @@ def test_pdf_text_and_markdown_files_become_documents_a_page_a_document(owners, 
 
 @pytest.mark.parametrize("name,content,words", [
     ("notes.pdf", b"plain text, not a PDF", "notes.pdf: cannot read as a PDF"),
-    ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown or HTML file"),
+    ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown, HTML or CSV file"),
     ("binary.txt", bytes(range(128, 256)), "'binary.txt' is not UTF-8 text"),
     ("blank.pdf", None, "no page of 'blank.pdf' has a text layer"),
 ])

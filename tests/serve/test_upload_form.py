@@ -86,7 +86,7 @@ def test_an_html_page_is_read_as_sources_files_reads_it_and_one_without_text_is_
     assert (err["param"], err["code"]) == ("files", "invalid_file")
     assert "'kea.htm' has no text" in err["message"], err  # read (its kind taken), its body empty
     err = error(requests.post(base, files=[("files", ("kea.docx", b"PK\x03\x04", "application/zip"))], timeout=30), 422)
-    assert ".html, .htm" in err["message"] and "is not a PDF, text, Markdown or HTML file" in err["message"], err
+    assert ".html, .htm" in err["message"] and "is not a PDF, text, Markdown, HTML or CSV file" in err["message"], err
 
 
 def test_a_file_name_with_quotes_is_named_as_the_file_has_it_not_as_the_form_encodes_it(base):

@@ -1,0 +1,144 @@
+"""An uploaded CSV file's rows as documents (``POST /v1/indices/{name}/files``), read by the reader ``tessera ingest``
+reads a CSV with (``sources.csv``: ``operators.sources.csv``), so a file gives the same documents either way.
+
+A row is a document: its id from the column ``_id``, else ``docno``, ``id`` or ``doc_id`` (a row without one gets a
+content id), its text from ``text`` and its title from ``title``; the other columns are its metadata, with the
+values ``tessera ingest`` reads (numbers, true/false, text; a date or time as its ISO text, since a document sent as
+JSON has no dates), a column whose name no metadata column may have left out, said in the answer's ``warnings``, as
+a Markdown file's front matter field is. A row without a text or title is left out, as ``tessera ingest`` leaves it
+out (said in ``warnings`` too). Where ``tessera ingest`` records a bad row in the failure ledger and reads on, the
+upload refuses the whole file, naming it and the row's line: nothing of the request is added, nothing in the index
+is touched. A file of more rows than one request may add is refused too (the web UI cannot cut a CSV in parts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from operators.unicode import blank
+from serve.errors import ApiError, validation_message
+
+#: What a message of ``sources.csv`` tells a ``tessera ingest`` user to do (a flag, a spec's param), and what an
+#: upload's user can do instead: the first of these found ends the reason, and its advice follows.
+_ADVICE = (
+    ("; name the column that holds the text", "; an upload reads a row's text from its column 'text' (its id from "
+     "'_id', 'docno', 'id' or 'doc_id', its title from 'title'): rename the column that holds it"),
+    ("; read it with that delimiter", "; an upload reads fields separated by ',': save the file so"),
+    ("; if the file's quotes are text", ""),
+    ("; give the file's encoding", "; save it as UTF-8"),
+)
+
+
+def csv_documents(filename: str, content: bytes, max_documents: int, warnings: list[str],
+                  validate: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
+    """The documents of the CSV file ``filename`` (its ``content``), as dicts of the API's ``Document``, which
+    ``validate`` checks (``Document.model_validate``: a ``ValidationError``); a 422 naming the file (and the line)
+    for one that ``sources.csv`` cannot read a row of, that has no text column, gives no document, repeats an id,
+    holds a row that is no valid document, or has more than ``max_documents`` rows with a text. How the file was
+    read that the client should know goes to ``warnings``."""
+    from operators.metadata_columns import RESERVED, metadata_fields, name_rule
+    from operators.registry import create
+    from operators.sources.csv_rows import LINE, BadRow
+
+    documents: list[dict[str, Any]] = []
+    lines: list[int] = []
+    left_out: dict[str, None] = {}
+    with tempfile.TemporaryDirectory(prefix="tessera-csv-") as folder:
+        path = Path(folder) / "upload.csv"
+        path.write_bytes(content)
+        source = create("sources.csv", {"path": str(path)})
+        for item in source.read_located(str(path)):
+            if isinstance(item, BadRow):
+                raise _refused(filename, item.line, item.reason)
+            lines += item.table.column(LINE).to_pylist()
+            for row in item.table.drop_columns([LINE]).to_pylist():
+                docno, title, text = row.pop("docno"), row.pop("title", None), row.pop("text")
+                kept, names = metadata_fields({key: _plain(value) for key, value in row.items()}, RESERVED)
+                left_out.update(dict.fromkeys(names))
+                documents.append({"id": docno, "title": title or "", "text": text, "metadata": kept})
+            if len(documents) > max_documents:
+                raise ApiError(422, f"files: '{filename}' has more than {max_documents} rows with a text, over the "
+                               f"limit max_documents_per_request={max_documents}; split it into files of at most "
+                               f"{max_documents} rows and send them one a request", param="files",
+                               code="max_documents_per_request")
+        skipped = int(source.drain_usage().get("empty_texts", 0))
+        encoding = _encoding_warning(filename, path)
+    if not documents:
+        raise ApiError(422, f"files: '{filename}' has no row with a text (a header row and its rows: a column "
+                       "'text'); nothing to index", param="files", code="invalid_file")
+    _check_rows(filename, documents, lines, validate)
+    if encoding is not None:
+        warnings.append(encoding)
+    if left_out:
+        warnings.append(f"{filename}: column(s) {', '.join(left_out)} left out: {name_rule(RESERVED)}")
+    if skipped:
+        warnings.append(f"{filename}: {skipped} row(s) without a text or a title left out, as tessera ingest leaves "
+                        "them out")
+    return documents
+
+
+def _refused(filename: str, line: int | None, reason: str) -> ApiError:
+    """The 422 of a file ``sources.csv`` reads no documents from, or a bad row of (``line``), with the advice for an
+    upload in place of that for ``tessera ingest``."""
+    for said, advice in _ADVICE:
+        if said in reason:
+            reason = reason[:reason.index(said)] + advice
+            break
+    where = f"{filename}, line {line}" if line is not None else filename
+    return ApiError(422, f"files: {where}: {reason}; nothing of this request was added", param="files",
+                    code="invalid_file")
+
+
+def _check_rows(filename: str, documents: list[dict[str, Any]], lines: list[int],
+                validate: Callable[[dict[str, Any]], Any]) -> None:
+    """A 422 naming the row's line for a document the API would refuse (an id too long, a value no metadata column
+    takes), and for an id two rows give (``tessera ingest`` fails the second: an upload is all or nothing)."""
+    first: dict[str, int] = {}
+    for document, line in zip(documents, lines):
+        if blank(document["text"]):  # a title alone, which tessera ingest indexes
+            raise _refused(filename, line, "the row has a title and no text; an uploaded document needs a text")
+        try:
+            validate(document)
+        except ValidationError as err:
+            message, _ = validation_message(list(err.errors()))
+            raise _refused(filename, line, message) from None
+        if document["id"] in first:
+            raise _refused(filename, line, f"the id '{document['id']}' is given twice (also line "
+                           f"{first[document['id']]})")
+        first[document["id"]] = line
+
+
+def _plain(value: Any) -> Any:
+    """A CSV value as a document's metadata holds it: a date or time (which pyarrow reads ISO text as) as its ISO
+    text."""
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return value
+
+
+def _encoding_warning(filename: str, path: Path) -> str | None:
+    """For a file that is not UTF-8 (``path``, its copy), the encoding ``sources.csv`` read it in (its line
+    decoder's guess), or the stray byte it read as U+FFFD, as a warning for the client; None for UTF-8 text."""
+    from operators.sources.encoding import line_decoder
+
+    decode = line_decoder(str(path), None)
+    with open(path, "rb") as lines:
+        for raw in lines:
+            try:
+                decode(raw)
+            except UnicodeDecodeError:  # no encoding guessed: the file was refused already
+                return None
+            if decode.guessed is not None or decode.stray is not None:
+                break
+    if decode.guessed is not None:
+        return (f"{filename}: not UTF-8; read as {decode.guessed}, the encoding guessed for it (if its text looks "
+                "wrong, save it as UTF-8 and send it again)")
+    if decode.stray is not None:
+        return (f"{filename}: UTF-8 text with a byte that is not UTF-8 (0x{decode.stray[1]:02x}): read as UTF-8, "
+                "each such byte as U+FFFD (if its text looks wrong, save it as UTF-8 and send it again)")
+    return None
