@@ -64,7 +64,7 @@ function refuseTwiceGivenIds(documents) {
 /** The field of an error in a chosen file: the focus goes to the files box (it went to the index box). */
 const FILES = {param: "files"};
 
-const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Markdown files go as they are
+const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text, Markdown, HTML and CSV files go as they are
 
 /** A JSON or JSONL file's text: UTF-8, else Windows-1252 (the encoding the service takes first among those it
  * guesses for a text file that is not UTF-8), said in ``warnings``. The page reads these files itself, so the
@@ -265,7 +265,7 @@ function smallerRequests(request, err) {
 function refuseUnreadable(file) {
   const kinds = $("upload-files").accept.split(",");
   if (!kinds.some((suffix) => file.name.toLowerCase().endsWith(suffix))) {
-    throw new ApiError(`${file.name}: not a PDF, text, Markdown, HTML, JSONL or JSON file (${kinds.join(", ")}) `
+    throw new ApiError(`${file.name}: not a PDF, text, Markdown, HTML, CSV, JSONL or JSON file (${kinds.join(", ")}) `
       + "(field: files)", FILES);
   }
 }

@@ -75,8 +75,8 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     limit = UPLOAD_LIMITS["max_upload_bytes"]
 
     choose(browser, notes, tmp_path / "report.docx")  # the JSONL would have gone first, then the file refused
-    assert refused(browser) == ("report.docx: not a PDF, text, Markdown, HTML, JSONL or JSON file (.pdf, .txt, .md, "
-                                ".markdown, .html, .htm, .jsonl, .json) (field: files)")
+    assert refused(browser) == ("report.docx: not a PDF, text, Markdown, HTML, CSV, JSONL or JSON file (.pdf, .txt, "
+                                ".md, .markdown, .html, .htm, .csv, .jsonl, .json) (field: files)")
     assert focused(browser) == "upload-files"  # the field it names (it went to the index box)
     choose(browser, notes, tmp_path / "big.md")
     assert refused(browser) == f"big.md: {limit + 1} bytes, over the service's max_upload_bytes ({limit}) " \
@@ -246,14 +246,18 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
         .replace(b"@", b"\xff") + b"\n")
     (tmp_path / "kea.md").write_text("---\ntitle: Kea\nauthor: Ann\nyear: 2024\ntags: [alpine]\ntext: clash\n---\n"
                                      "Kea are alpine parrots.\n")
+    # a CSV file (refused by the page before): a document a row, as tessera ingest reads it, sent as it is
+    (tmp_path / "birds.csv").write_bytes('id,title,text,year,Common name\nkaka,Kākā,"Kākā are forest parrots, louder '
+                                         'than kea.",2023,bush parrot\n,,,2020,\n'.encode())
     open_indices(browser, ui_app)
     set_text(browser, "upload-index", name)
-    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md", tmp_path / "menu.jsonl", tmp_path / "places.jsonl")
+    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md", tmp_path / "menu.jsonl", tmp_path / "places.jsonl",
+           tmp_path / "birds.csv")
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=120)
     assert error_text(browser) == ""
     assert by_id(browser, "upload-status").text == (
-        f"added 4 document(s) to {name} as 4 passage(s). Warnings: menu.jsonl: not UTF-8; read as windows-1252 (if "
+        f"added 5 document(s) to {name} as 5 passage(s). Warnings: menu.jsonl: not UTF-8; read as windows-1252 (if "
         "its text looks wrong, save it as UTF-8 and add it again); places.jsonl: UTF-8 text with 1 byte(s) that are "
         "not UTF-8, each read as U+FFFD (if the file has another encoding, save it as UTF-8 and add it again); "
         "menu.txt: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
@@ -261,8 +265,12 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
         "text left out: a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, "
         "and none of _id, "
         "chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, "
-        "vector")
+        "vector; birds.csv: column(s) Common name left out: a metadata column's name is ASCII letters, digits and _ "
+        "(64 at most), starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, qid, query, "
+        "rank, score, text, title, total_chunks, vector; birds.csv: 1 row(s) without a text or a title left out, as "
+        "tessera ingest leaves them out")
     listed = {doc["id"]: doc for doc in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]}
+    assert (listed["kaka"]["title"], listed["kaka"]["metadata"]) == ("Kākā", {"year": 2023})
     assert listed["kea.md"]["title"] == "Kea"
     assert listed["kea.md"]["metadata"] == {"path": "kea.md", "author": "Ann", "year": 2024, "tags": '["alpine"]'}
     menu = ui_app.api("GET", f"/v1/indices/{name}/documents/menu.txt").json()
