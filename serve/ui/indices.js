@@ -191,6 +191,7 @@ async function upload(event) {
   try {
     const added = await guarded(async () => {
       const name = checkedName($("upload-index").value.trim(), "index");
+      if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "name"}); // before files are read
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
       const options = isNew ? {spec: $("upload-spec").value} : {};
       if ($("upload-replace").checked) options.replace = true;

@@ -68,6 +68,9 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: error_text(d).startswith("'not a name' is not a valid index name (field: name): letters, "
                                                      'digits, "_", "." and "-"'))
+    set_text(browser, "upload-index", folder)  # the default index: refused in the page, as Delete documents is
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: error_text(d) == f"index '{folder}' {listing['read_only'][folder]}")
     assert by_id(browser, "upload-id").get_attribute("value") == "lichen"
     assert by_id(browser, "upload-status").text == ""
 
