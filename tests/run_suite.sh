@@ -36,7 +36,7 @@ mkdir "$shared/tmpdir"
 # torch op split over two threads waits for the one that is not running (a cross-encoder test took 13-16 s here
 # against 0.8 s in make test-fast, 2026-12-01).
 OMP_NUM_THREADS=1 TMPDIR="$shared/tmpdir" nice -n 10 "$python" -m pytest "$@" --basetemp="$shared/tmp" \
-  -o tmp_path_retention_policy=failed -n auto --dist loadfile -m "not slow and not ray" &
+  -o tmp_path_retention_policy=failed -n auto --dist loadfile --no-loadscope-reorder -m "not slow and not ray" &
 units_run=$!
 wait "$units_run"
 units=$?

@@ -90,6 +90,7 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
 
 
 @pytest.mark.integration
+@pytest.mark.long
 def test_rag(tmp_path, monkeypatch):
     """Embeds 120 documents with MiniLM and generates two answers with SmolLM2: the dearest notebook, about 40 s on
     2 idle cores, run on every make test as the notebooks promise (docs/results.md, "Notebooks")."""

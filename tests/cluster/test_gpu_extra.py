@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UNREACHABLE = re.compile(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|"
                          r"No matching distribution found for (setuptools|wheel)", re.I)
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.long]
 
 
 def _pins() -> dict[str, str]:
