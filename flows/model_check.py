@@ -14,7 +14,8 @@ config.json is read here (``check_cross_encoder``; no weights are loaded). Likew
 a step embeds with (``embed.*``'s ``model``, the encoder of an index searched or built)
 must not be a cross-encoder or a ColBERT model (``check_sentence_embedder``), which
 sentence-transformers would load with an untrained pooling and embed by without a word,
-and ``rerank.colbert``'s must hold a ColBERT projection (``check_colbert``). A step inside
+and ``rerank.colbert``'s must hold a ColBERT projection, of this Tessera's format when it is Tessera's own
+layout (``check_colbert``). A step inside
 another (``retrieve.multi_collection``'s postprocessors, ``Operator.nested_operators``) is
 checked as that step. A language model's alias (``local``) where such a model belongs is
 refused as a model of the wrong kind, saying which kind the step loads.

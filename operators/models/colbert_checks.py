@@ -16,6 +16,8 @@ from operators.models.references import WrongModelKindError
 #: Tessera's own layout (``operators.models.colbert.checkpoints``): its config and its projection.
 CONFIG_FILE = "colbert_config.json"
 LINEAR_FILE = "colbert_linear.safetensors"
+#: The format its config records; a later Tessera's checkpoint, read as this one's, would score with wrong settings.
+FORMAT = "tessera-colbert/1"
 
 
 class NotAColbertModelError(WrongModelKindError):
@@ -26,12 +28,25 @@ def check_colbert(path: Path, name: str | None = None) -> None:
     """Raise ``NotAColbertModelError`` when ``path`` holds no ColBERT projection in any layout; a folder whose files
     say nothing against it (weights in ``pytorch_model.bin``, read only by loading them) passes. ``name``: how the
     error's ``public`` wording names the model (default the folder's name), without the path."""
+    later = later_format(_read_json(path / CONFIG_FILE)) if (path / CONFIG_FILE).is_file() else None
+    if later:  # refused before the run, not when its step loads it after the retrieval before it
+        raise WrongModelKindError(f"{path / CONFIG_FILE} {later}", public=f"'{name or path.name}' {later}")
     problem = _no_projection(path)
     if problem:
         why = (f"{problem}; point the reference at a ColBERT checkpoint (one made by tessera train --model colbert, "
                "a PyLate or a Stanford ColBERT folder)")
         raise NotAColbertModelError(f"not a ColBERT model: {path} {why}",
                                     public=f"not a ColBERT model: '{name or path.name}' {why}")
+
+
+def later_format(config: object) -> str | None:
+    """Why a checkpoint of Tessera's layout whose config (``config``, read) names another format than ``FORMAT`` is
+    not read by this Tessera, or None."""
+    found = config.get("format", FORMAT) if isinstance(config, dict) else FORMAT
+    if found == FORMAT:
+        return None
+    return (f"has format {found!r}, which a later Tessera saved (this one reads {FORMAT!r}): run that Tessera, or "
+            "train the model again with this one")
 
 
 def _no_projection(path: Path) -> str | None:

@@ -8,6 +8,8 @@ step cache (on) stays empty, so no step ran. The service's answers are tests/ser
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -77,16 +79,50 @@ def test_a_model_of_another_kind_is_refused_before_any_step_runs(tmp_path, monke
     assert ran_nothing(tmp_path)
 
 
-def test_colbert_is_checked_from_its_files_a_cross_encoder_refused_a_colbert_checkpoint_passed(tmp_path, untrained_ce):
-    from flows.model_check import MissingModelsError, check_models
-    from flows.spec import FlowSpec
+@pytest.fixture(scope="module")
+def colbert_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint of Tessera's own ColBERT layout (the packaged MiniLM with a seeded, untrained projection)."""
     from operators.models.colbert import new_colbert
 
-    def flow(model: str) -> FlowSpec:
-        return FlowSpec.parse({"name": "cb", "steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": "x"}},
-                                                       "cb": {"op": "rerank.colbert", "params": {"model": model}}}})
+    return Path(new_colbert("minilm").save(tmp_path_factory.mktemp("models") / "colbert"))
+
+
+def colbert_flow(model: str):
+    from flows.spec import FlowSpec
+
+    return FlowSpec.parse({"name": "cb", "steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": "x"}},
+                                                   "cb": {"op": "rerank.colbert", "params": {"model": model}}}})
+
+
+def test_colbert_is_checked_from_its_files_a_cross_encoder_refused_a_colbert_checkpoint_passed(untrained_ce,
+                                                                                             colbert_checkpoint):
+    from flows.model_check import MissingModelsError, check_models
 
     with pytest.raises(MissingModelsError, match="not a ColBERT model: .* is a cross-encoder") as raised:
-        check_models([flow(str(untrained_ce))])
+        check_models([colbert_flow(str(untrained_ce))])
     assert [need.field for need in raised.value.wrong_kind] == ["steps.cb.params.model"]
-    check_models([flow(str(new_colbert("minilm").save(tmp_path / "colbert")))])  # Tessera's own layout passes
+    check_models([colbert_flow(str(colbert_checkpoint))])  # Tessera's own layout passes
+
+
+def test_a_colbert_checkpoint_of_a_later_format_is_refused_before_any_step_runs(tmp_path, colbert_checkpoint):
+    """It was refused only when its step loaded it, after the retrieval before it (through the service, at a
+    replica's start)."""
+    import json
+    import os
+    import shutil
+
+    from flows.model_check import MissingModelsError, check_models
+    from operators.models.colbert_checks import CONFIG_FILE
+
+    later = shutil.copytree(colbert_checkpoint, tmp_path / "later", copy_function=os.link)  # the weights shared
+    config = json.loads((later / CONFIG_FILE).read_text())
+    (later / CONFIG_FILE).unlink()  # a file of its own, not the checkpoint's changed
+    (later / CONFIG_FILE).write_text(json.dumps({**config, "format": "tessera-colbert/2"}))
+    with pytest.raises(MissingModelsError) as raised:
+        check_models([colbert_flow(str(later))])
+    assert "has format 'tessera-colbert/2', which a later Tessera saved (this one reads 'tessera-colbert/1')" in str(
+        raised.value)
+    assert "not a ColBERT model" not in str(raised.value)
+    assert [need.field for need in raised.value.wrong_kind] == ["steps.cb.params.model"]
+    assert "'later' has format" in raised.value.public and str(tmp_path) not in raised.value.public
+    check_models([colbert_flow(str(colbert_checkpoint))])  # the checkpoint it was copied from is untouched

@@ -27,10 +27,10 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.errors import TesseraError
+# The layout's names live in the module the pre-run check reads checkpoints with (no torch); FORMAT is imported
+# from here by model.py, which saves it, and by the package.
+from operators.models.colbert_checks import CONFIG_FILE, FORMAT, LINEAR_FILE, later_format  # noqa: F401
 
-CONFIG_FILE = "colbert_config.json"
-LINEAR_FILE = "colbert_linear.safetensors"
-FORMAT = "tessera-colbert/1"
 _IDENTITY = ("torch.nn.modules.linear.Identity", "torch.nn.Identity")
 
 
@@ -92,10 +92,9 @@ def _read_tessera(path: Path):
     from safetensors.torch import load_file
 
     raw = _read_json(path / CONFIG_FILE)
-    if raw.get("format", FORMAT) != FORMAT:  # a later Tessera's checkpoint: read as this one's, it would score wrongly
-        raise ColbertCheckpointError(f"{path / CONFIG_FILE} has format {raw['format']!r}, which a later Tessera saved "
-                                     f"(this one reads {FORMAT!r}): run that Tessera, or train the model again with "
-                                     "this one", field="model")
+    later = later_format(raw)
+    if later:
+        raise ColbertCheckpointError(f"{path / CONFIG_FILE} {later}", field="model")
     config = ColbertConfig.model_validate({**raw, "layout": "tessera"})
     file = path / LINEAR_FILE
     if not file.is_file():
