@@ -112,9 +112,12 @@ test-all: $(VENV)/.installed-test
 
 # Markers (pyproject.toml, docs/testing.md): ray starts Ray, data reads ../shared/data, slow takes more than a few
 # seconds, integration runs a workflow end to end on real models; tests/conftest.py fails a test that does one of
-# these without its marker. One worker per core (pytest-xdist); a worker that runs out of tests takes some of the
-# other's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against 1:53-1:55 on a fresh
-# clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice. One torch/OpenMP thread a
+# these without its marker. One worker per core and one more (pytest-xdist): while a worker waits (a test's child
+# process starting, a sleep, a socket's timeout, litellm's retry back-off), the others keep the cores busy: 102.5 s
+# and 101.7 s with 3 workers against 111.5 s with 2, run alternately on 2 cores (2026-12-06). A worker that runs out
+# of tests takes some of another's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against
+# 1:53-1:55 on a fresh clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice. One
+# torch/OpenMP thread a
 # worker, since the workers already fill the cores: 104.0 s and 108.6 s against 110.3, 107.2 and 116.8 s with each
 # worker's default two threads on 2 cores (wall, one run each, 2026-11-30 and 2026-12-01).
 #
@@ -124,11 +127,12 @@ test-all: $(VENV)/.installed-test
 # 181 of the tests spent 4.2 s of their 44 s in fsync (2026-12-01). Elsewhere (a container's 64 MB /dev/shm), /tmp.
 # A passing test's tmp_path is removed when it ends (tmp_path_retention_policy=failed): the run's files peaked at
 # 1.1 GB of memory instead of 3.5 GB.
+FAST_WORKERS = $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
 FAST_TMP = $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 2097152 {print "-p /dev/shm"}')
 test-fast: $(VENV)/.installed-test
 	tmp=$$(mktemp -d $(FAST_TMP)) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(TEST_ENV) TMPDIR="$$tmp" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --basetemp="$$tmp/tmp" \
-	  -o tmp_path_retention_policy=failed -n auto --dist worksteal -m "not ray and not data and not slow and not integration and not network" \
+	  -o tmp_path_retention_policy=failed -n $(FAST_WORKERS) --dist worksteal -m "not ray and not data and not slow and not integration and not network" \
 	  --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
