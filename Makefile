@@ -98,7 +98,7 @@ NO_PLUGINS := -p no:schemathesis
 # What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
 # benchmarks-in-small, Serve apps of their own); make test-all adds them. Two pytest runs at once
 # (tests/run_suite.sh): those with Ray in one process (one Ray per process), the others a file to a worker on every
-# core and one more, niced, filling the cores while Ray's processes wait (about a fifth of the Ray run's time: 78% busy alone).
+# core, niced, filling the cores while Ray's processes wait (about a fifth of the Ray run's time: 78% busy alone).
 # On 2 cores, one checkout (2026-12-01): 605 s at once against 245 s + 444 s one after the other (the run before it),
 # every test passing both ways. The session's Ray runs its workers at the driver's niceness (tests/conftest.py's
 # ray_session, as a Ray that Tessera starts): at Ray's default of 15 the niced run took the cores from them, and the

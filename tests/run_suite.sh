@@ -35,12 +35,8 @@ mkdir "$shared/tmpdir"
 # One OpenMP (torch) thread a worker, as in make test-fast: the workers and the Ray run already fill the cores, and a
 # torch op split over two threads waits for the one that is not running (a cross-encoder test took 13-16 s here
 # against 0.8 s in make test-fast, 2026-12-01).
-# One worker per core and one more, as in make test-fast: while a worker waits (a child process, a sleep, a timeout),
-# the others take the cores. 8:53 for this run and 8:20 for the Ray run, against 10:30 and 9:27 with one a core
-# half an hour before (2 cores, one checkout, 2026-12-06; 9:21 and 8:46 in CI on a fresh clone between them).
-workers=$(( $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 ))
 OMP_NUM_THREADS=1 TMPDIR="$shared/tmpdir" nice -n 10 "$python" -m pytest "$@" --basetemp="$shared/tmp" \
-  -o tmp_path_retention_policy=failed -n "$workers" --dist loadfile --no-loadscope-reorder -m "not slow and not ray" &
+  -o tmp_path_retention_policy=failed -n auto --dist loadfile --no-loadscope-reorder -m "not slow and not ray" &
 units_run=$!
 wait "$units_run"
 units=$?

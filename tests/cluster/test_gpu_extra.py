@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 UNREACHABLE = re.compile(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|"
                          r"No matching distribution found for (setuptools|wheel)", re.I)
 
-pytestmark = [pytest.mark.network, pytest.mark.long]
+#: ``slow`` too: it took 25 to 122 s in make test (PyPI's answers) and about 24 CPU-seconds of the resolver, for a
+#: property of pyproject.toml that changes only with its pins (make test-all runs it).
+pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 
 def _pins() -> dict[str, str]:
