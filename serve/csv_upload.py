@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from operators.unicode import blank
 from serve.errors import ApiError, validation_message
+from serve.file_warnings import encoding_warning
 
 #: What a message of ``sources.csv`` tells a ``tessera ingest`` user to do (a flag, a spec's param), and what an
 #: upload's user can do instead: the first of these found ends the reason, and its advice follows.
@@ -123,7 +124,8 @@ def _plain(value: Any) -> Any:
 
 def _encoding_warning(filename: str, path: Path) -> str | None:
     """For a file that is not UTF-8 (``path``, its copy), the encoding ``sources.csv`` read it in (its line
-    decoder's guess), or the stray byte it read as U+FFFD, as a warning for the client; None for UTF-8 text."""
+    decoder's guess), or the stray byte it read as U+FFFD, as a warning for the client (``encoding_warning``, as a
+    text file's); None for UTF-8 text."""
     from operators.sources.encoding import line_decoder
 
     decode = line_decoder(str(path), None)
@@ -135,10 +137,5 @@ def _encoding_warning(filename: str, path: Path) -> str | None:
                 return None
             if decode.guessed is not None or decode.stray is not None:
                 break
-    if decode.guessed is not None:
-        return (f"{filename}: not UTF-8; read as {decode.guessed}, the encoding guessed for it (if its text looks "
-                "wrong, save it as UTF-8 and send it again)")
-    if decode.stray is not None:
-        return (f"{filename}: UTF-8 text with a byte that is not UTF-8 (0x{decode.stray[1]:02x}): read as UTF-8, "
-                "each such byte as U+FFFD (if its text looks wrong, save it as UTF-8 and send it again)")
-    return None
+    # the line decoder knows a stray byte's place in its line only: the warning names no offset
+    return encoding_warning(filename, decode.guessed, None if decode.stray is None else (None, decode.stray[1]))

@@ -24,6 +24,7 @@ from operators.errors import SourceError
 from operators.unicode import blank, unicode_problem
 from operators.sources.file_text import HTML_SUFFIXES, SUFFIXES, read_text_file
 from serve.errors import ApiError
+from serve.file_warnings import encoding_warning
 from serve.schemas import Text
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
@@ -262,14 +263,8 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
                 "footer)" if Path(filename).suffix.lower() in HTML_SUFFIXES else "")
         raise ApiError(422, f"files: '{filename}' has no text{page}; nothing to index, nothing of this request "
                        "was added: send the other files without it", param="files", code="invalid_file")
-    if document.guessed_encoding is not None:
-        warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
-                        "(if its text looks wrong, save it as UTF-8 and send it again)")
-    elif document.stray_byte is not None:  # UTF-8 with a few damaged bytes, as tessera ingest warns
-        at, value = document.stray_byte
-        warnings.append(f"{filename}: UTF-8 text with a byte that is not UTF-8 (0x{value:02x} at byte {at + 1}): "
-                        "read as UTF-8, each such byte as U+FFFD (if its text looks wrong, save it as UTF-8 and send "
-                        "it again)")
+    if message := encoding_warning(filename, document.guessed_encoding, document.stray_byte):
+        warnings.append(message)
     if message := document.left_out_message(filename):
         warnings.append(message)
     return {"id": filename, "title": document.title or Path(filename).stem, "text": document.text,
