@@ -175,7 +175,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """In a worker of make test's run without Ray (xdist, a file at a time), the files go in xdist's own order, most
     tests first, except that those with a test marked ``long`` go before them all: with few tests each, xdist put them
     last, and one worker spent the run's last half minute on one (the ``rag`` notebook, the package index's resolver
-    then) while the other had nothing left. tests/run_suite.sh asks xdist to keep this order (--no-loadscope-reorder)."""
+    then) while the other had nothing left. tests/run_suite.sh asks xdist to keep this order
+    (--no-loadscope-reorder)."""
     if getattr(config.option, "dist", "no") != "loadfile" or not hasattr(config, "workerinput"):
         return
     files: dict[str, list[pytest.Item]] = {}

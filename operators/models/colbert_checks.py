@@ -28,7 +28,7 @@ def check_colbert(path: Path, name: str | None = None) -> None:
     """Raise ``NotAColbertModelError`` when ``path`` holds no ColBERT projection in any layout; a folder whose files
     say nothing against it (weights in ``pytorch_model.bin``, read only by loading them) passes. ``name``: how the
     error's ``public`` wording names the model (default the folder's name), without the path."""
-    later = later_format(_read_json(path / CONFIG_FILE)) if (path / CONFIG_FILE).is_file() else None
+    later = later_format(_read_json(path / CONFIG_FILE))  # None without the file (another layout)
     if later:  # refused before the run, not when its step loads it after the retrieval before it
         raise WrongModelKindError(f"{path / CONFIG_FILE} {later}", public=f"'{name or path.name}' {later}")
     problem = _no_projection(path)
