@@ -45,12 +45,13 @@ def csv_documents(filename: str, content: bytes, max_documents: int, warnings: l
     from operators.metadata_columns import RESERVED, metadata_fields, name_rule
     from operators.registry import create
     from operators.sources.csv_rows import LINE, BadRow
+    from operators.sources.encoding import read_as
 
     documents: list[dict[str, Any]] = []
     lines: list[int] = []
     left_out: dict[str, None] = {}
     with tempfile.TemporaryDirectory(prefix="tessera-csv-") as folder:
-        path = Path(folder) / "upload.csv"
+        path = Path(folder) / _local_name(filename)  # the service's log names the file by it
         path.write_bytes(content)
         source = create("sources.csv", {"path": str(path)})
         for item in source.read_located(str(path)):
@@ -68,7 +69,9 @@ def csv_documents(filename: str, content: bytes, max_documents: int, warnings: l
                                f"{max_documents} rows and send them one a request", param="files",
                                code="max_documents_per_request")
         skipped = int(source.drain_usage().get("empty_texts", 0))
-        encoding = _encoding_warning(filename, path)
+        guessed, stray = read_as(source, str(path))
+    # the line decoder knows a stray byte's line only, not its offset in the file
+    encoding = encoding_warning(filename, guessed, None if stray is None else (None, stray))
     if not documents:
         raise ApiError(422, f"files: '{filename}' has no row with a text (a header row and its rows: a column "
                        "'text'); nothing to index", param="files", code="invalid_file")
@@ -122,20 +125,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _encoding_warning(filename: str, path: Path) -> str | None:
-    """For a file that is not UTF-8 (``path``, its copy), the encoding ``sources.csv`` read it in (its line
-    decoder's guess), or the stray byte it read as U+FFFD, as a warning for the client (``encoding_warning``, as a
-    text file's); None for UTF-8 text."""
-    from operators.sources.encoding import line_decoder
-
-    decode = line_decoder(str(path), None)
-    with open(path, "rb") as lines:
-        for raw in lines:
-            try:
-                decode(raw)
-            except UnicodeDecodeError:  # no encoding guessed: the file was refused already
-                return None
-            if decode.guessed is not None or decode.stray is not None:
-                break
-    # the line decoder knows a stray byte's place in its line only: the warning names no offset
-    return encoding_warning(filename, decode.guessed, None if decode.stray is None else (None, decode.stray[1]))
+def _local_name(filename: str) -> str:
+    """The name of an uploaded file's temporary copy: the client's own (its last part), which the reader's
+    warnings in the service's log then name."""
+    name = Path(filename.replace("\\", "/")).name
+    fits = name not in ("", ".", "..") and name.lower().endswith(".csv") and len(name.encode()) <= 200
+    return name if fits else "upload.csv"

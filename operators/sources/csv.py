@@ -81,7 +81,7 @@ class CsvSource(Source):
                 yield BadRow(path, None, b"", "recorded as unreadable by a finished shard (it enters the index by a "
                              "retry)")
                 continue
-            for item in iter_rows(path, self._format(), batch_rows=self.params.batch_rows, skip=skip(path)):
+            for item in iter_rows(path, self._format(), batch_rows=self.params.batch_rows, skip=skip(path), op=self):
                 if isinstance(item, BadRow):
                     yield item
                     continue
@@ -99,7 +99,7 @@ class CsvSource(Source):
 
     def read_row(self, path: str, line: int) -> pa.Table | BadRow:
         """The row of ``path`` that begins on ``line``, read again (``--retry-failed``), or why it is still bad."""
-        got = read_row(path, line, self._format())
+        got = read_row(path, line, self._format(), self)
         if isinstance(got, BadRow):
             return got
         try:

@@ -77,11 +77,11 @@ class _Record:
     broken: bool = False  # the file cannot be read from this line on (``problem`` says why)
 
 
-def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
+def _records(path: str, fmt: CsvFormat, op: Any) -> Iterator[_Record]:
     """The file's records in order (the header first), a bad one with its problem; an I/O error ends the file
-    with a record of no fields that says so."""
+    with a record of no fields that says so. ``op``: the source reading it, which keeps the decoder's guess."""
     opener = gzip.open if is_gzip(path) else open
-    decode = line_decoder(path, fmt.encoding)
+    decode = line_decoder(path, fmt.encoding, op)
     with opener(path, "rb") as f:
         source = iter(f)
         pending: deque[tuple[int, bytes]] = deque()  # lines to read again: those after an unclosed quote
@@ -151,17 +151,18 @@ def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
 
 
 def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int] = frozenset(),
-              only: int | None = None) -> Iterator[pa.Table | BadRow]:
+              only: int | None = None, op: Any = None) -> Iterator[pa.Table | BadRow]:
     """The file's good records as pyarrow tables of at most ``batch_rows`` rows (with a ``__line`` column: each
     record's first line) and its bad ones as ``BadRow``s, in file order. A file that cannot be opened, or has no
     readable header, is one ``BadRow`` of no line. ``skip``: lines whose records are bad rows whatever they hold
-    (recorded as such by a finished shard). ``only``: read just the record that begins on this line."""
+    (recorded as such by a finished shard). ``only``: read just the record that begins on this line. ``op``: the
+    source reading it, which then guesses a file's encoding once and keeps how it read it (``encoding.read_as``)."""
     parser = _Parser(fmt)
     try:
         if fmt.encoding is None and (why := line_reader_refuses(file_head(path)[:1024])) is not None:
             yield BadRow(path, None, b"", why)  # every line would be a bad row, and the header a column of NULs
             return
-        for rec in _records(path, fmt):
+        for rec in _records(path, fmt, op):
             if parser.header is None:
                 if rec.problem is not None:
                     why = f"cannot read the file ({rec.problem})" if rec.broken else (
@@ -210,10 +211,10 @@ def _repeated_column(names: list[str]) -> str | None:
     return None
 
 
-def read_row(path: str, line: int, fmt: CsvFormat) -> pa.Table | BadRow:
+def read_row(path: str, line: int, fmt: CsvFormat, op: Any = None) -> pa.Table | BadRow:
     """The record whose first line is ``line`` (with a ``__line`` column), read again for ``--retry-failed``, or
     why it is still bad; its values' types are inferred from it alone."""
-    for item in iter_rows(path, fmt, batch_rows=1, only=line):
+    for item in iter_rows(path, fmt, batch_rows=1, only=line, op=op):
         return item  # that record, or why it (or the file up to it) cannot be read
     return BadRow(path, line, b"", f"no record of the file begins on line {line} now")
 

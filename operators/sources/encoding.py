@@ -252,13 +252,14 @@ class FileDecoder:
             return raw.decode(encoding)
 
     def _stray(self, raw: bytes, err: UnicodeDecodeError) -> None:
-        """One warning per file (and source) that UTF-8 text of it holds bytes that are not UTF-8."""
-        warned = self.op.__dict__.setdefault("_stray_bytes_warned", set()) if self.op is not None else set()
+        """One warning per file (and source) that UTF-8 text of it holds bytes that are not UTF-8; the source keeps
+        the first such byte (``read_as``)."""
+        warned = self.op.__dict__.setdefault("_stray_bytes", {}) if self.op is not None else {}
         if self.path not in warned and not self._warned_stray:
             log.warning("%s: UTF-8 text with a byte that is not UTF-8 (0x%02x%s): read as UTF-8, each such byte as "
                         "U+FFFD; if the file has another encoding, give it (the encoding param, tessera ingest "
                         "--encoding)", self.path, raw[err.start], "" if self.lines else f" at byte {err.start + 1}")
-        warned.add(self.path)
+        warned.setdefault(self.path, raw[err.start])
         self._warned_stray = True
         if self.stray is None:
             self.stray = (err.start, raw[err.start])
@@ -296,6 +297,13 @@ def file_head(path: str) -> bytes:
 
     with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
         return f.read(GUESS_BYTES)
+
+
+def read_as(op: Any, path: str) -> tuple[str | None, int | None]:
+    """How the source ``op`` read the file ``path`` line by line, as its decoders kept it: the encoding guessed for
+    it (None: UTF-8, or none could be guessed) and the first byte that is not UTF-8 in UTF-8 text, read as U+FFFD
+    (None: none)."""
+    return op.__dict__.get("_guessed_encodings", {}).get(path), op.__dict__.get("_stray_bytes", {}).get(path)
 
 
 def line_decoder(path: str, encoding: str | None, op: Any = None) -> FileDecoder:

@@ -54,13 +54,27 @@ def test_a_csv_upload_gives_the_documents_tessera_ingest_indexes_from_the_same_f
         "birds.csv: 1 row(s) without a text or a title left out, as tessera ingest leaves them out"]
 
 
-def test_a_csv_file_not_in_utf8_is_read_in_the_encoding_guessed_for_it_and_said_in_a_warning():
+@pytest.mark.parametrize("content,text,said,logged", [
+    ("id,text\nm1,Crème brûlée à la carte\n".encode("cp1252"), "Crème brûlée à la carte",
+     "menu.csv: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 and "
+     "send it again)", "not UTF-8 (byte 0xe8): read as cp1252"),
+    ("id,text\nm1,Crème brûlée à la carte ".encode() + b"\x81\n",
+     "Crème brûlée à la carte \ufffd",
+     "menu.csv: UTF-8 text with a byte that is not UTF-8 (0x81): read as UTF-8, each such byte as U+FFFD (if its "
+     "text looks wrong, save it as UTF-8 and send it again)", "UTF-8 text with a byte that is not UTF-8 (0x81)"),
+])
+def test_a_csv_file_not_in_utf8_is_read_as_tessera_ingest_reads_it_said_in_a_warning_and_logged_once(
+        content, text, said, logged, caplog):
+    """The client is told how the file was read; the service's log says it once, naming the client's file (the
+    upload read its copy a second time to learn the encoding, which logged the reader's warning again, naming a
+    temporary file upload.csv)."""
     warnings: list[str] = []
-    [menu] = file_documents("menu.csv", "id,text\nm1,Crème brûlée à la carte\n".encode("cp1252"), Limits(),
-                            warnings=warnings)
-    assert (menu["id"], menu["text"]) == ("m1", "Crème brûlée à la carte")
-    assert warnings == ["menu.csv: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, "
-                        "save it as UTF-8 and send it again)"]
+    with caplog.at_level("WARNING"):
+        [menu] = file_documents("menu.csv", content, Limits(), warnings=warnings)
+    assert (menu["id"], menu["text"]) == ("m1", text)
+    assert warnings == [said]
+    [record] = [r.getMessage() for r in caplog.records if logged in r.getMessage()]
+    assert "/menu.csv: " in record
 
 
 @pytest.mark.parametrize("name,content,words", [
