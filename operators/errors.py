@@ -65,18 +65,41 @@ def did_you_mean(close: Iterable[str]) -> str:
     return f"did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
 
 
-def close_names(name: str, known: Iterable[str]) -> list[str]:
+def close_names(name: str, known: Iterable[str], *, words: bool = True) -> list[str]:
     """The (at most three) ``known`` names a misspelt ``name`` is closest to, best first (``difflib``; a name that
-    only differs in case or ``-``/``_`` is the first match, and a name that is a word of it the last resort)."""
+    only differs in case or ``-``/``_`` is the first match, and, with ``words``, a name that is a word of it the last
+    resort). Only a typo's distance counts as close (``is_typo_of``): difflib alone offered ``ingest`` for ``mine``."""
     import difflib
 
     known = sorted(known)
     folded = {k.lower().replace("-", "_"): k for k in known}
     close = [folded[f] for f in [name.lower().replace("-", "_")] if f in folded]
-    close += [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if k not in close]
-    if not close:  # top_k -> k: a name that is a word of the misspelt one
+    close += [k for k in difflib.get_close_matches(name, known, n=6, cutoff=0.6)
+              if k not in close and is_typo_of(name, k)]
+    if not close and words:  # top_k -> k: a name that is a word of the misspelt one
         close = [k for k in known if k in name.lower().replace("-", "_").split("_")]
     return close[:3]
+
+
+def is_typo_of(name: str, known: str) -> bool:
+    """Whether ``name`` is ``known`` with a few typing slips: at most one edit (a letter added, left out, changed or
+    two swapped) per four letters of the longer, and one for any length (``bm2``, ``hybrd``, ``rga``, ``tpo``)."""
+    slips = max(1, max(len(name), len(known)) // 4)
+    return abs(len(name) - len(known)) <= slips and _edit_distance(name.lower(), known.lower()) <= slips
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein (optimal string alignment) distance: a swap of two neighbours is one slip, not two."""
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if before is not None and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, row = row, current
+    return row[-1]
 
 
 class TesseraError(Exception):

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import difflib
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Union
 
@@ -36,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from operators.errors import close_names
 from operators.filter_values import (NO_ROW, FilterError, any_listed, comparison, holds_text_lists, kind_of,
                                      membership, shown)
 
@@ -88,8 +88,7 @@ class MetadataFilter(BaseModel):
             known = {f.alias or name for name, f in cls.model_fields.items()}
             taken = known | set(cls.model_fields)  # by field name too (in_, all_: a dumped filter sent on)
             for name in data:  # a misspelt key: {fild: year} or {eqq: 1} (told to write {field: fild, ...})
-                if name not in taken and (close := difflib.get_close_matches(str(name), sorted(known), n=1,
-                                                                             cutoff=0.7)):
+                if name not in taken and (close := close_names(str(name), known, words=False)):
                     raise ValueError(f"unknown key '{name}'; did you mean '{close[0]}'? (keys: "
                                      f"{', '.join(sorted(known))})")
             for name, value in data.items():  # {title: X}: the shorthand only country and region have

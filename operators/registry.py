@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.base import Operator
-from operators.errors import UnknownOperatorError, did_you_mean, short_repr
+from operators.errors import UnknownOperatorError, close_names, did_you_mean, short_repr
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_module, check_aliases, env_module_names, import_plugin, is_operator,
                                qualname)
@@ -177,11 +177,9 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     for cls in ops.values():
         if name in cls.aliases:
             return cls
-    import difflib
-
     # by full name, by the name after the category ("bm2" for retrieve.bm25) and by alias ("llm_summariser")
     known = {key: full for full, cls in ops.items() for key in (full, full.split(".", 1)[-1], *cls.aliases)}
-    close = list(dict.fromkeys(known[key] for key in difflib.get_close_matches(name, known, n=6)))[:3]
+    close = list(dict.fromkeys(known[key] for key in close_names(name, known)))
     category = name.split(".", 1)[0] if "." in name else None
     if category is not None and category not in {cls.category() for cls in ops.values()}:
         hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "

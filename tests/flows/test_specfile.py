@@ -90,12 +90,21 @@ def test_a_missing_file_is_named_as_a_file(source):
     assert err.value.message == f"spec file '{source}' does not exist"
 
 
-def test_a_misspelt_flow_name_suggests_the_close_ones():
+@pytest.mark.parametrize("typo, meant", [("hybrd", "hybrid"), ("rag_multhop", "rag_multihop"), ("bm52", "bm25"),
+                                         ("rga", "rag")])
+def test_a_misspelt_flow_name_suggests_the_close_ones(typo, meant):
+    """Only the names a typo is close to: ``hybrd`` was also offered ``hybrid_ft`` and ``hybrid_ce``."""
     with pytest.raises(SpecError) as err:
-        read_mapping("hybrd")
-    assert "did you mean 'hybrid'" in err.value.message and "built-in flows:" not in err.value.message
-    with pytest.raises(SpecError, match="built-in flows: .*hybrid"):
-        read_mapping("zzzz")
+        read_mapping(typo)
+    assert f"did you mean '{meant}'? (" in err.value.message and "built-in flows:" not in err.value.message
+
+
+@pytest.mark.parametrize("name", ["zzzz", "mine"])
+def test_a_name_close_to_no_flow_lists_them_with_no_guess(name):
+    """difflib's ratio of ``mine`` and ``ingest`` is 0.6, its default cutoff: "did you mean 'ingest'?" before."""
+    with pytest.raises(SpecError, match="built-in flows: .*hybrid") as err:
+        read_mapping(name)
+    assert "did you mean" not in err.value.message, err.value.message
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])

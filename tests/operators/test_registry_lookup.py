@@ -57,7 +57,8 @@ def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
 
 @pytest.mark.parametrize("name, close", [
     ("bm2", "did you mean 'retrieve.bm25'?"),  # the name after the category (listed all 54 operators before)
-    ("retrieve.bm2", "did you mean 'retrieve.bm25' or 'retrieve.corpus_bm25'"),  # quoted as a param's: 'k'
+    ("retrieve.bm2", "did you mean 'retrieve.bm25'?"),  # quoted as a param's: 'k'; corpus_bm25 is no typo of it
+    ("retrieve.bm52", "did you mean 'retrieve.bm25'?"),  # not 'retrieve.chroma' too
     ("llm_summariser", "did you mean 'summarize.documents'?"),  # an alias's spelling
 ])
 def test_an_unknown_name_suggests_the_operators_it_is_close_to(name, close):
