@@ -126,15 +126,15 @@ def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError
     return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
 
 
-#: The engine's fields that a command's positional argument feeds (``Flow.load``'s ``spec``, an operator's ``op``).
-ARGUMENT_FIELDS = ("spec", "op")
+#: The engine's fields that a command's positional argument feeds (``Flow.load``'s ``spec``, an operator's ``op``):
+#: its first, or the one it names by this default (``flows save NAME FILE``: ``set_defaults(spec_argument="file")``).
+ARGUMENT_FIELDS, SPEC_ARGUMENT = ("spec", "op"), "spec_argument"
 
 
 def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
     """Each option of ``parser`` by the names code gives it as an error's field (``cache_dir``, ``cache-dir``), to
     the option the user types (``--cache-dir``): ``named_as_typed`` uses them. A positional argument, and the
-    engine's fields the first one feeds, map to its name in ``--help`` (``tessera run hybrd`` said ``field 'spec'``:
-    ``FLOW``)."""
+    engine's fields it feeds, map to its name in ``--help`` (``tessera run hybrd`` said ``field 'spec'``: ``FLOW``)."""
     names: dict[str, str] = {}
     for action in parser._actions:
         typed = [option for option in action.option_strings if option.startswith("--")]
@@ -143,8 +143,8 @@ def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
             names.setdefault(typed[0][2:].replace("-", "_"), typed[0])  # --flow's dest is flows: an error says flow
     shown = {action.dest: action.metavar or action.dest.upper() for action in parser._actions
              if not action.option_strings and not isinstance(action, argparse._SubParsersAction)}
-    first = next(iter(shown.values()), None)  # the argument the engine's fields feed
-    for dest, name in [*shown.items(), *((field, first) for field in ARGUMENT_FIELDS if first)]:
+    fed = shown.get(parser.get_default(SPEC_ARGUMENT)) or next(iter(shown.values()), None)  # ARGUMENT_FIELDS'
+    for dest, name in [*shown.items(), *((field, fed) for field in ARGUMENT_FIELDS if fed)]:
         names.setdefault(dest, name)
     return names
 

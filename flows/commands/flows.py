@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from flows.commands._support import EXIT_OK, CliError, console, escape, print_json, report, show_help
+from flows.commands._support import (EXIT_OK, SPEC_ARGUMENT, CliError, console, escape, print_json, report,
+                                     show_help)
 from operators.errors import TesseraError
 
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "when the spec differs)")
     f_save.add_argument("--json", action="store_true", help="print the name, path and whether a flow was replaced "
                         "as JSON")
-    f_save.set_defaults(handler=_cmd_flows_save)
+    f_save.set_defaults(handler=_cmd_flows_save, **{SPEC_ARGUMENT: "file"})  # a spec's error is FILE's, not NAME's
     f_delete = fsub.add_parser("delete", parents=[common], help="delete a saved flow")
     f_delete.add_argument("name", metavar="NAME")
     f_delete.add_argument("--json", action="store_true", help="print the name and path as JSON")

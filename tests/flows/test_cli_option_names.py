@@ -76,25 +76,32 @@ def test_a_specs_own_field_of_an_options_name_is_not_taken_for_the_option(tmp_pa
 
 def test_a_positional_argument_is_named_as_help_shows_it(tmp_path, capsys, monkeypatch):
     """``tessera run hybrd`` said ``field 'spec'`` (``Flow.load``'s argument) and ``tessera ops x`` ``field 'op'``,
-    names ``--help`` never shows: ``FLOW``, ``NAME``."""
+    names ``--help`` never shows: ``FLOW``, ``NAME``; and ``flows save NAME FILE`` the argument the spec is read from,
+    not its first."""
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
     for args, named in ((["run", "hybrd", "--queries", "x"], "FLOW"), (["cache", "explain", "hybrd"], "FLOW"),
                         (["ops", "rerank.nosuch"], "NAME"), (["flows", "show", "hybrd"], "NAME"),
-                        (["models", "nosuch"], "NAME")):
+                        (["models", "nosuch"], "NAME"), (["flows", "save", "mine", str(empty)], "FILE")):
         capsys.readouterr()
         assert main(args) == 2, args
         err = capsys.readouterr().err.strip().splitlines()[-1]
-        typed = args[1 + (args[0] == "cache")]
+        typed = args[-1] if args[1] == "save" else args[1 + (args[0] == "cache")]
         assert err.startswith(f"tessera: error: field '{named}': ") and typed in err, (args, err)
 
 
 def test_a_spec_files_own_field_keeps_its_name_beside_a_positional():
-    """``flows save NAME FILE``: a bad ``name:`` inside the file is the file's field, not the argument NAME."""
-    options = {"name": "NAME", "spec": "NAME", "op": "NAME"}
+    """``flows save NAME FILE``: a bad ``name:`` inside the file is the file's field, not the argument NAME; the
+    file's own error is FILE's (it said ``field 'NAME'``: the engine's ``spec`` went to the first argument)."""
+    from flows.commands import build_parser
+
+    options = build_parser().parse_args(["flows", "save", "mine", "spec.yaml"]).typed_options
     err = SpecError("must be a word", field="name")
     err.in_spec = True
     assert named_as_typed(err, options).field == "name"
     err = SpecError("not valid YAML", field="spec")
     err.in_spec = True
-    assert named_as_typed(err, options).field == "NAME"
+    assert named_as_typed(err, options).field == "FILE"
+    assert named_as_typed(SpecError("not a valid flow name", field="name"), options).field == "NAME"
     assert named_as_typed(SpecError("bad", step="b", field="op"), options).field == "op"
