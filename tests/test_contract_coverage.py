@@ -1,8 +1,10 @@
-"""Every registered operator has a contract test (a subclass of operators.testing.OperatorContract)."""
+"""Every registered operator has a contract test (a subclass of operators.testing.OperatorContract) and a scope the
+executors batch by."""
 
 import ast
 from pathlib import Path
 
+from operators.plugins import _scope_problem
 from operators.registry import all_operators, skipped_modules
 
 TESTS = Path(__file__).resolve().parent
@@ -33,3 +35,10 @@ def test_every_operator_has_a_contract_test():
 
 def test_no_operator_module_failed_to_import():
     assert skipped_modules() == {}
+
+
+def test_every_operators_scope_is_one_the_executors_batch_by():
+    """A plugin's scope is checked when it registers (``_scope_problem``); a built-in's only here, at no import cost:
+    one such as ``rows`` registered and ran, batched as no scope says."""
+    wrong = {name: problem for name, cls in all_operators().items() if (problem := _scope_problem(cls))}
+    assert not wrong, wrong
