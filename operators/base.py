@@ -365,6 +365,9 @@ class Source(Operator):
     #: ``tessera ingest --encoding``) must then write newlines, quotes and separators as ASCII does, so UTF-16 is
     #: refused. A source that decodes each file whole (``sources.files``) sets it False.
     reads_lines: ClassVar[bool] = True
+    #: A reader's own place for the warnings of a file's documents, {their path: messages}, to log only those it
+    #: takes (staging: not a finished shard's, read again only to compare); None: the source logs them as it reads.
+    held_notes: dict[str, list[str]] | None = None
 
     @classmethod
     def validate_params(cls, params: BaseModel | Mapping[str, Any] | None, *, step_id: str | None = None) -> BaseModel:

@@ -21,20 +21,27 @@ LOGGED_FAILURES = 10
 
 
 def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: bool = False,
-                   order: list[str] | None = None) -> Iterator[pa.Table | Failure]:
+                   order: list[str] | None = None, notes: dict[str, list[str]] | None = None
+                   ) -> Iterator[pa.Table | Failure]:
     """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
     (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards) or repeats an
     id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``).
-    ``order``: the absolute paths of its files in the order to read them (``file_order.files_read_order``)."""
+    ``order``: the absolute paths of its files in the order to read them (``file_order.files_read_order``).
+    ``notes``: where the warnings of a file's documents are held (``Source.held_notes``, logged by ``log_notes``
+    for those ingested), not logged as they are read."""
     op.ensure_setup()
     seen = None if duplicates else SeenIds()
     jsonl = _jsonl_plan(op)
-    if jsonl is None:
-        for split in in_order(op.splits(), order):
-            yield from _read_split(op, split, skip, seen)
-        return
-    paths, params, text_field = jsonl
-    yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
+    op.held_notes = notes
+    try:
+        if jsonl is None:
+            for split in in_order(op.splits(), order):
+                yield from _read_split(op, split, skip, seen)
+            return
+        paths, params, text_field = jsonl
+        yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
+    finally:
+        op.held_notes = None
 
 
 def check_source(op: Source) -> None:
@@ -70,3 +77,16 @@ def log_failure(failure: Failure, logged: int, skip: frozenset[str], said: set[s
         log.warning("left out: %s", failure.described())
     said.add(failure.id)
     return 1
+
+
+def log_notes(notes: dict[str, list[str]], documents: pa.Table, said: set[str]) -> None:
+    """Log the warnings ``notes`` holds of the files whose ``documents`` are staged now, unless ``said`` (those
+    logged before in the run: a sync reads the source again): a file whose documents a finished shard holds, read
+    again only to compare them, is not warned of again at each ingest."""
+    if not notes or "path" not in documents.column_names:
+        return
+    for path in dict.fromkeys(documents.column("path").to_pylist()):
+        for message in notes.get(path, ()):
+            if message not in said:
+                log.warning("%s", message)
+                said.add(message)

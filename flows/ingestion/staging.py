@@ -45,7 +45,7 @@ from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceCha
 from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, follow_advice,
                                         ordered_fingerprint, source_files)
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
+from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure, log_notes
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
 from operators.atomic import write_bytes
@@ -183,7 +183,8 @@ class Stager:
         if self.generations.syncing and not sync:
             log.warning("the last sync of this source was cut short: it goes on (the source is followed as with "
                         "sync=True, and the documents it no longer has are deleted at the end)")
-        self._logged: set[str] = set()  # unreadable records logged: a sync that reads the source again logs them once
+        self._logged: set[str] = set()  # unreadable records and file warnings logged: a sync's reading again, once
+        self._notes: dict[str, list[str]] = {}  # a file's warnings, logged when its documents are staged (_close)
         self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
         self.retiring_ids: set[str] = set()  # with sync: those of the documents of the shards it retires
         self._state: dict[str, Any] = {}  # what stage() wrote to state.json
@@ -294,7 +295,7 @@ class Stager:
         current, k, failed = _Open(), 0, 0
         types = ColumnTypes()  # a column of a number here and text there is text in every shard
         owned: set[str] = set()  # the source's fields named as the ingest's own columns: left out by prepare
-        for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
+        for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order, notes=self._notes):
             if isinstance(item, Failure):
                 current.failures.append(item)
                 failed += log_failure(item, failed, skip, self._logged)
@@ -384,6 +385,7 @@ class Stager:
                 return out
             shard = f"{base}.{len(out)}"
         rows = docs.slice(start)
+        log_notes(self._notes, rows, self._logged)
         if failures:
             write_bytes(self.failures_path(shard), json.dumps([f.to_dict() for f in failures]).encode())
         else:

@@ -102,6 +102,32 @@ def test_a_new_file_ingested_alone_before_its_folder_is_refused_saying_to_replac
     assert doc_ids(index) == ["a.txt", "huia-p1", "kea-p1", "kea-p2"]
 
 
+def test_a_files_front_matter_is_warned_of_when_it_is_ingested_not_at_each_ingest_of_its_folder(tmp_path, home,
+                                                                                               capsys, caplog):
+    """Staging reads a grown folder's files again to compare them with the finished shards: kea.md's front matter
+    warning was said at every ingest of its folder; now when its document is ingested (or again, by a sync)."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "kea.md").write_text("---\ndocno: k1\n---\n# Kea\n\nKea are alpine parrots.\n")
+    index = tmp_path / "idx"
+
+    def warned() -> list[str]:
+        said = [record.getMessage() for record in caplog.records if "front matter" in record.getMessage()]
+        caplog.clear()
+        return said
+
+    caplog.set_level("WARNING", logger="tessera")
+    assert ingest(capsys, folder, index) == (0, "1", "0")
+    assert [line[:44] for line in warned()] == ["kea.md: front matter field(s) docno left out"]
+    (folder / "tui.md").write_text("# Tui\n\nTui sing at dawn.\n")
+    assert ingest(capsys, folder, index) == (0, "1", "1")  # kea.md is read again, to compare: no warning
+    assert warned() == []
+    (folder / "kea.md").write_text("---\ndocno: k1\n---\n# Kea\n\nKea are curious parrots.\n")
+    assert ingest(capsys, folder, index, "--sync") == (0, "2", "0")  # ingested again: warned of again
+    assert len(warned()) == 1
+    assert doc_ids(index) == ["kea.md", "tui.md"]
+
+
 def test_a_jsonl_file_added_to_a_glob_before_the_one_ingested_is_added(tmp_path, home, capsys):
     (tmp_path / "m.jsonl").write_text("".join(json.dumps({"_id": f"m{i}", "text": f"moa {i}"}) + "\n"
                                               for i in range(3)))
