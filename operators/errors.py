@@ -84,22 +84,10 @@ def close_names(name: str, known: Iterable[str], *, words: bool = True) -> list[
 def is_typo_of(name: str, known: str) -> bool:
     """Whether ``name`` is ``known`` with a few typing slips: at most one edit (a letter added, left out, changed or
     two swapped) per four letters of the longer, and one for any length (``bm2``, ``hybrd``, ``rga``, ``tpo``)."""
+    from rapidfuzz.distance import OSA  # optimal string alignment: Levenshtein with a swap of neighbours one edit
+
     slips = max(1, max(len(name), len(known)) // 4)
-    return abs(len(name) - len(known)) <= slips and _edit_distance(name.lower(), known.lower()) <= slips
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Damerau-Levenshtein (optimal string alignment) distance: a swap of two neighbours is one slip, not two."""
-    before, row = None, list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
-            if before is not None and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        before, row = row, current
-    return row[-1]
+    return OSA.distance(name.lower(), known.lower(), score_cutoff=slips) <= slips
 
 
 class TesseraError(Exception):
