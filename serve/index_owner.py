@@ -114,6 +114,19 @@ def default_names(default: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys((Path(default).name, Path(default).resolve().name)))
 
 
+def adding_refused(folder: Path, roots: list[str]) -> str | None:
+    """Why no key may make an index or change one here, else None: the service's folder of indices (``folder``) lies
+    outside its index roots (``args.service.index_roots``), so a search could read nothing added to it. The 403
+    ``indices_read_only`` of every change, and ``GET /v1/indices``' ``cannot_add``; the folder is not named to the
+    client (the service's log at start says it)."""
+    from serve.index_roots import under
+
+    if under(folder.resolve(), roots):
+        return None
+    return ("this service cannot add indices: its folder of indices is outside its index roots "
+            "(args.service.index_roots), so no search could read them")
+
+
 def read_only_names(listed: list[dict[str, Any]], default: str | None) -> dict[str, str]:
     """``GET /v1/indices``' ``read_only``: each index name the caller may know of and not change (add documents to,
     delete documents from, share or delete), with why, in the words of the 403 such a change gets after "index

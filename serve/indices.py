@@ -35,8 +35,8 @@ from serve.documents import DocumentsRequest, files_request, given_once, sent_as
 from serve.errors import ApiError, index_refusal
 from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
                                  refuse_against_index)
-from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, OWNER_FILE, check_named, default_names,
-                               index_holding, read_owner, readable, unshared, write_owner)
+from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, OWNER_FILE, adding_refused, check_named,
+                               default_names, index_holding, read_owner, readable, unshared, write_owner)
 from serve.ingest_task import STEPS, _move_aside
 from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
@@ -341,10 +341,8 @@ class Indices:
         path, row = self.named(name)
         if name in default_names(self.service.default_index):  # another index of its name
             raise ApiError(403, f"index '{name}' {DEFAULT_READ_ONLY}", param="name", code="index_read_only")
-        if not self._searchable():
-            raise ApiError(403, f"this service cannot add indices: {self.folder} is outside its index roots "
-                           "(args.service.index_roots), so no search could read them", param="name",
-                           code="indices_read_only")
+        if (why := adding_refused(self.folder, self.service.index_roots)) is not None:
+            raise ApiError(403, why, param="name", code="indices_read_only")
         if row is None and path.exists():
             row = read_owner(path)
             if row is None:

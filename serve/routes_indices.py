@@ -16,7 +16,7 @@ from serve import index_admin
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.errors import ApiError
-from serve.index_owner import read_only_names
+from serve.index_owner import adding_refused, read_only_names
 from serve.routes_tasks import tenant
 from serve.upload_form import UPLOAD_FORM, read_upload
 
@@ -30,6 +30,7 @@ def list_indices(request: Request) -> dict[str, Any]:
     limits = service.limits
     listed = service.indices.listing(tenant(request))
     return {"indices": listed, "read_only": read_only_names(listed, service.default_index),
+            "cannot_add": adding_refused(service.indices.folder, service.index_roots),
             "specs": service.indices.specs(),
             "limits": {"max_documents_per_request": limits.max_documents_per_request,
                        "max_body_bytes": limits.max_body_bytes, "max_upload_bytes": limits.max_upload_bytes}}

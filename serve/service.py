@@ -33,7 +33,7 @@ from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_
                                 refuse_missing_columns, refuse_missing_files, refuse_reading_documents,
                                 validation_error)
 from serve.flow_resolution import FlowResolution
-from serve.index_owner import restore_rows
+from serve.index_owner import adding_refused, restore_rows
 from serve.index_roots import default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
@@ -106,6 +106,10 @@ class Service(FlowResolution):
         self.compact_after_shards = int(setting(config, "compact_after_shards"))  # an upload over it compacts
         self.answers = threads.Answers(setting(config, "answer_threads"), setting(config, "answer_queue"))
         self.indices = Indices(self)
+        if adding_refused(self.indices.folder, self.index_roots) is not None:
+            log.warning("tessera serve: %s, where uploads make indices, is outside the index roots %s "
+                        "(args.service.index_roots): every upload and change of an index is refused (403)",
+                        self.indices.folder, ", ".join(self.index_roots))
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()
         recovered = taskrunner.recover(self.store)

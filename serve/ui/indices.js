@@ -27,9 +27,11 @@ async function loadIndices() {
   offerDocumentDeletion();
 }
 
-/** Why the caller may not change index ``name`` (GET /v1/indices' ``read_only``: the default index, also by the
- * name of its folder where the table lists it without one, another key's, one the service did not make), else "". */
+/** Why the caller may not change index ``name`` (GET /v1/indices' ``cannot_add``: no index at all, the service's
+ * folder of indices being outside its roots; its ``read_only``: the default index, also by the name of its folder
+ * where the table lists it without one, another key's, one the service did not make), else "". */
 function readOnlyReason(name) {
+  if (indexListing.cannot_add) return indexListing.cannot_add;
   const why = Object.hasOwn(indexListing.read_only || {}, name) ? indexListing.read_only[name] : "";
   return why ? `index '${name}' ${why}` : "";
 }

@@ -89,8 +89,42 @@ def test_the_listing_names_each_index_the_caller_may_not_change_in_the_words_of_
         assert {ix["name"]: ix["writable"] for ix in listing["indices"]} == {
             None: False, "built": False, "theirs": False, "mine": True}
         assert set(listing["read_only"]) == {"sample", "built", "theirs"}, listing["read_only"]
+        assert listing["cannot_add"] is None
         for name, why in listing["read_only"].items():
             answer = requests.post(f"{base}/v1/indices/{name}/delete", json={"ids": ["b1"]}, timeout=60)
             assert answer.status_code == 403 and answer.json()["error"]["message"] == f"index '{name}' {why}"
         mine = requests.post(f"{base}/v1/indices/mine/delete", json={"ids": ["nothing"]}, timeout=60)
         assert mine.status_code == 200, mine.text
+
+
+def test_a_service_whose_index_folder_is_outside_its_roots_says_in_the_listing_that_nothing_can_be_added(
+        tmp_path, monkeypatch, caplog):
+    """Every upload then gets a 403 (no search could read what it adds); the listing said nothing of it, so the web
+    UI offered *Add documents* and *Delete documents* and each failed after the user chose the files. The listing's
+    ``cannot_add`` gives the 403's words, without the server's folder, which the service's log names at start."""
+    import requests
+
+    from serve.service import Service
+    from serve.service_settings import ServiceArgs, resolve
+    from tests.serve.conftest import api_on_localhost, two_document_index
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    two_document_index(tmp_path / "elsewhere" / "sample")
+    args = ServiceArgs(default_index=str(tmp_path / "elsewhere" / "sample"), index_roots=[str(tmp_path / "elsewhere")],
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0)
+    with caplog.at_level("WARNING", logger="tessera.serve"):
+        service = Service(resolve(args, environ={}), [], "tessera")
+    assert [r.getMessage() for r in caplog.records if "outside the index roots" in r.getMessage()] == [
+        f"tessera serve: {service.indices.folder}, where uploads make indices, is outside the index roots "
+        f"{tmp_path.resolve() / 'elsewhere'}, {tmp_path.resolve() / 'elsewhere' / 'sample'} "
+        "(args.service.index_roots): every upload and change of an index is refused (403)"]
+    with api_on_localhost() as base:
+        listing = requests.get(f"{base}/v1/indices", timeout=60).json()
+        answer = requests.post(f"{base}/v1/indices/notes/documents", timeout=60,
+                               json={"documents": [{"id": "z1", "text": "hello world"}]})
+    assert answer.status_code == 403, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["param"]) == ("indices_read_only", "name")
+    assert listing["cannot_add"] == error["message"] and "index roots" in error["message"]
+    assert str(tmp_path) not in error["message"]
+    assert service.store.index("notes") is None and not (service.indices.folder / "notes").exists()
