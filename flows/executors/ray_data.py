@@ -336,13 +336,15 @@ class _Run:
         """``ds`` through the stage's callable: as tasks where ``runs_as_tasks`` allows (and ``tasks``: a
         source whose splits cannot travel computes them once per actor instead), else on an actor pool, whose
         actors take one block at a time with ``one_at_a_time`` (Ray's advice for balancing long tasks: by default it
-        queues two blocks on an actor, which an idle actor that started later could have run)."""
+        queues blocks on an actor, which an idle actor that started later could have run). Only a pool of a fixed
+        size: an actor with one block is 100% busy to Ray Data, which adds an actor at 175%, so a pool that
+        autoscales would never grow past the actors it started with."""
         concurrency, num_cpus, num_gpus = self.resources.of_stage(stage)
         num_gpus = num_gpus or None
         if tasks and runs_as_tasks(self.flow, stage):
             return ds.map_batches(run_as_task, fn_kwargs={"udf": udf, "kwargs": kwargs}, batch_size=batch_size,
                                   batch_format="pyarrow", num_cpus=num_cpus)
-        in_flight = 1 if one_at_a_time else None
+        in_flight = 1 if one_at_a_time and concurrency else None
         if concurrency:
             compute = ray.data.ActorPoolStrategy(size=concurrency, max_tasks_in_flight_per_actor=in_flight)
         else:

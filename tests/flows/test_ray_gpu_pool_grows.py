@@ -1,0 +1,62 @@
+"""A step that asks for GPUs and no ``concurrency`` runs on an actor pool that grows to what the cluster holds, as
+docs/executors.md says. It took one block at a time per actor, which kept Ray Data's utilization at 100% at most,
+below the 175% at which it adds an actor ("will not allow it to scale up", Ray's warning): the pool stayed at the
+actors it started with (3 here, for 2 GPUs that hold 4), and on an autoscaling cluster, whose GPU nodes come
+later, at one. A Ray of its own in a child process, with 2 logical GPUs (no GPU is needed to place actors on them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import os, sys, time
+import pyarrow as pa, pyarrow.compute as pc
+import ray
+from flows.executors.ray_data import RayDataExecutor
+from operators.analyze.word_count import WordCounter
+from operators.testing import sample_results
+from tests.flows.ray_flows import flow_by_hand
+
+TRACE = sys.argv[1]  # a global of __main__: it travels with the class (an actor's own sys.argv is Ray's)
+
+class SlowCount(WordCounter):  # defined in __main__: the actors get it by value
+    name = "test.slow_count"
+
+    def transform(self, table):
+        time.sleep(1.0)  # a model's call: long enough for Ray Data to see every actor busy
+        with open(TRACE, "a") as trace:
+            trace.write(f"{os.getpid()}\\n")
+        return super().transform(table)
+
+ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, logging_level="ERROR")
+base = sample_results(3, 10)
+table = pa.concat_tables([base.set_column(0, "qid", pc.binary_join_element_wise(base.column("qid"), f"-{i}", ""))
+                          for i in range(1334)])  # 40,020 rows: 8 input blocks, a pool that starts with 3 actors
+flow = flow_by_hand("gpu_pool", [("words", WordCounter({}), None), ("slow", SlowCount({"output_column": "n2"}), None)],
+                    words={"batch_size": 5000}, slow={"num_gpus": 0.5})
+result = RayDataExecutor(cache=None).run(flow, table)
+assert result.table.num_rows == table.num_rows
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a Ray of its own and about 10 s of sleeping calls
+def test_a_gpu_step_without_concurrency_grows_its_pool_to_what_the_gpus_hold(tmp_path):
+    (tmp_path / "run.py").write_text(SCRIPT, encoding="utf-8")
+    trace = tmp_path / "trace"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO), "RAY_ADDRESS": "local",
+           "TESSERA_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(trace)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls = Counter(trace.read_text().split())
+    assert len(calls) == 4, calls  # 2 GPUs at 0.5 a actor; 3 before (the pool it started with)
+    assert "will not allow it to scale up" not in done.stderr
