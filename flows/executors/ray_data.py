@@ -341,6 +341,8 @@ class _Run:
         autoscales would never grow past the actors it started with."""
         concurrency, num_cpus, num_gpus = self.resources.of_stage(stage)
         num_gpus = num_gpus or None
+        if num_gpus and num_cpus == 1:  # Ray Data reserves it itself, and warns "experimental" when both are named
+            num_cpus = None
         if tasks and runs_as_tasks(self.flow, stage):
             return ds.map_batches(run_as_task, fn_kwargs={"udf": udf, "kwargs": kwargs}, batch_size=batch_size,
                                   batch_format="pyarrow", num_cpus=num_cpus)
