@@ -66,12 +66,15 @@ class RunFollower:
         self.reporter = shared_reporter()
         ray.get(self.reporter.open.remote(self.run_id))  # before any batch can report
         errors: list[BaseException] = []
+        ended = threading.Event()  # waited on, never ``worker.join``: see ``_stop``
 
         def target() -> None:
             try:
                 work()
             except BaseException as err:  # handed to the calling thread
                 errors.append(err)
+            finally:
+                ended.set()
 
         worker = threading.Thread(target=target, name=f"tessera-ray-{name}", daemon=True)
         run_threads.update((worker, threading.current_thread()))  # stopped before Ray at exit (ray_env)
@@ -79,8 +82,7 @@ class RunFollower:
         worker.start()
         cancel_sent, cancelled_at, waited = False, 0.0, False
         try:
-            while worker.is_alive():
-                worker.join(POLL_SECONDS)
+            while not ended.wait(POLL_SECONDS):
                 if ray_stopping.is_set():  # the process exits: no more calls, Ray shuts down next
                     raise FlowCancelled("Ray is shutting down", step=self.current or self.last_step)
                 if self.state.cancel.cancelled and not cancel_sent:
@@ -99,25 +101,30 @@ class RunFollower:
             # stopped executions end as if their data ran out: the run is cancelled, not finished with what came
             self.state.cancel.raise_if_cancelled(self.current or self.last_step)
         except BaseException:  # the caller's side failed (a progress callback, Ctrl-C): the run ends with it
-            if worker.is_alive() and not ray_stopping.is_set() and not waited:
-                self._stop(worker, cancel_sent)
+            if not ended.is_set() and not ray_stopping.is_set() and not waited:
+                self._stop(ended, cancel_sent)
             raise
         finally:
             if not ray_stopping.is_set():
                 with contextlib.suppress(ray.exceptions.RayError):
                     self.reporter.close.remote(self.run_id)
 
-    def _stop(self, worker: threading.Thread, cancel_sent: bool) -> None:
+    def _stop(self, ended: threading.Event, cancel_sent: bool) -> None:
         """Cancel the stages and wait for the worker thread (at most a batch per actor), so nothing
         of the run outlives the call: stages left running would hold the cluster's CPUs, and fail
-        loudly once the reporter is gone."""
+        loudly once the reporter is gone.
+
+        The wait is on ``ended``, never ``Thread.join``: Python 3.11's join, interrupted by a signal's exception
+        (Ctrl-C's ``KeyboardInterrupt``, Ray's ``SystemExit`` on SIGTERM), marks the thread as ended while it runs
+        (python/cpython#90882). A script's Ctrl-C then skipped this stop (the stages' failures printed a page of
+        ``FlowCancelled`` tracebacks), and the exit's stop before Ray's shutdown (``ray_env``) skipped the thread."""
         quiet_failures()
         if not cancel_sent:
             with contextlib.suppress(ray.exceptions.RayError):
                 self.reporter.cancel.remote(self.run_id)
-        worker.join(CANCEL_GRACE_SECONDS)
+        ended.wait(CANCEL_GRACE_SECONDS)
         self._stop_executions()
-        worker.join(CANCEL_GRACE_SECONDS)
+        ended.wait(CANCEL_GRACE_SECONDS)
 
     def _stop_executions(self) -> None:
         """Shut down the Ray Data executions this run started (those running now that were not when it began): their
