@@ -54,7 +54,7 @@ def test_a_gpu_step_without_concurrency_grows_its_pool_to_what_the_gpus_hold(tmp
     trace = tmp_path / "trace"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO), "RAY_ADDRESS": "local",
            "TESSERA_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(trace)], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(trace)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     calls = Counter(trace.read_text().split())
