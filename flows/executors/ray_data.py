@@ -21,9 +21,8 @@ module builds the datasets on a worker thread. How each scope runs:
 * ``corpus``: the input coalesced into one block, one call;
 * ``source``: the operator's ``splits()`` as a dataset of split indices, mapped with
   batch size 1; splits travel pickled when they can, else each actor recomputes them;
-* a step that calls a model on an actor pool (an LLM step): its input materialised and cut
-  into blocks for every actor (``ray_plan.spread_rows``), whole blocks to the callable, one
-  block at a time per actor.
+* a step that calls a model or asks for GPUs, on an actor pool: its input materialised and cut into blocks for
+  every actor the pool holds (``ray_plan.spread_rows``), whole blocks to the callable, one at a time per actor.
 
 With ``keep_history=True`` (the default, as in the local executor) every step is
 materialised so its output can be kept: steps run one after another, each in parallel.
@@ -250,25 +249,27 @@ class _Run:
             self._materialize(source)
         # A stage streamed after another starts with one actor; one over materialised
         # blocks with as many as the cluster, the blocks and the rows warrant.
-        # A query step over the flow input gets an actor per block: a query's work outweighs an actor's start.
+        # An actor per block for a query step on the flow input or a model step's cut input: work outweighs a start.
         inputs = 1 if source.ds is not None else (
-            len(source.rows) if source is self.input and self.per_query else actors_for_blocks(source.rows))
+            len(source.rows) if spread or (source is self.input and self.per_query) else actors_for_blocks(source.rows))
         pending = (source.pending if source.ds is not None else []) + list(stage)
         if vllm:  # rows come back in any order
             ds = vllm_stage(frames.dataset_of(source), op, concurrency=self.resources.of_stage(stage)[0] or 1)
             return Frame(ds=ds, aligned=False, pending=pending)
         kwargs = {**self._udf_kwargs(stage, op), "cache": self.state.step_cache(step),
                   "batch_size": flow.step_option(step, "batch_size") or None}
-        # A spread input goes whole blocks to the actors (a batch size would have Ray bundle them up to it).
+        # A spread input goes whole blocks to the actors (a batch size would have Ray bundle them up to it), one at a
+        # time to a pool that starts whole: a fixed one, or one over the cut input (``_map``).
+        whole = source.ds is None or bool(self.resources.of_stage(stage)[0])
         ds = self._map(frames.dataset_of(source), stage, _StepUDF, kwargs, None if spread else shape.batch_size,
-                       inputs=inputs, one_at_a_time=spread)
+                       inputs=inputs, one_at_a_time=spread and whole)
         return Frame(ds=ds, aligned=shape.out_aligned, pending=pending)
 
     def _spread(self, source: Frame, stage: Stage) -> Frame:
         """A model step's input, materialised and cut so that every actor of its pool gets blocks
         (``ray_plan.spread_rows``); the cut shows as a ``spread:<step>`` timing. A pool of one, or a few queries
         streaming from the steps before (``ray_plan.spreads_streamed_input``), stream in as before."""
-        actors = self.resources.of_stage(stage)[0] or 1
+        actors = self.resources.pool_size(stage)
         if actors < 2 or (source.ds is not None and not spreads_streamed_input(self.state.input_rows or 0)):
             return source
         self._materialize(source)
@@ -336,9 +337,8 @@ class _Run:
         """``ds`` through the stage's callable: as tasks where ``runs_as_tasks`` allows (and ``tasks``: a
         source whose splits cannot travel computes them once per actor instead), else on an actor pool, whose
         actors take one block at a time with ``one_at_a_time`` (Ray's advice for balancing long tasks: by default it
-        queues blocks on an actor, which an idle actor that started later could have run). Only a pool of a fixed
-        size: an actor with one block is 100% busy to Ray Data, which adds an actor at 175%, so a pool that
-        autoscales would never grow past the actors it started with."""
+        queues blocks on an actor, which an idle actor that started later could have run), a pool of a fixed size: an
+        actor with one block is 100% busy to Ray Data, which adds actors at 175%; else a pool that grows."""
         concurrency, num_cpus, num_gpus = self.resources.of_stage(stage)
         num_gpus = num_gpus or None
         if num_gpus and num_cpus == 1:  # Ray Data reserves it itself, and warns "experimental" when both are named
@@ -346,11 +346,10 @@ class _Run:
         if tasks and runs_as_tasks(self.flow, stage):
             return ds.map_batches(run_as_task, fn_kwargs={"udf": udf, "kwargs": kwargs}, batch_size=batch_size,
                                   batch_format="pyarrow", num_cpus=num_cpus)
-        in_flight = 1 if one_at_a_time and concurrency else None
-        if concurrency:
-            compute = ray.data.ActorPoolStrategy(size=concurrency, max_tasks_in_flight_per_actor=in_flight)
+        if size := concurrency or (self.resources.initial_actors(stage, inputs) if one_at_a_time else 0):
+            compute = ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1 if one_at_a_time else None)
         else:
-            compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None, max_tasks_in_flight_per_actor=in_flight,
+            compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None,
                                                  initial_size=self.resources.initial_actors(stage, inputs))
         options = dict(fn_constructor_kwargs=kwargs, batch_size=batch_size, batch_format="pyarrow",
                        compute=compute, num_cpus=num_cpus, num_gpus=num_gpus)

@@ -309,6 +309,11 @@ class ClusterResources:
             gpus += num_gpus * actors
         return cpus <= self.cpus + 1e-9 and gpus <= self.gpus + 1e-9
 
+    def pool_size(self, stage: Stage) -> int:
+        """The actors a stage's pool runs at most: its ``concurrency``, else as many as the cluster fits (a pool
+        that autoscales grows to that), for a model step's input to be cut for."""
+        return self.of_stage(stage)[0] or self.initial_actors(stage, INITIAL_ACTORS_MAX)
+
     def initial_actors(self, stage: Stage, inputs: int) -> int:
         """Actors an autoscaling pool starts with: as many as the cluster fits and ``inputs`` keep busy
         (a stage streamed after another gets ``inputs=1``, so it cannot take what the earlier one needs)."""
