@@ -74,8 +74,8 @@ log = logging.getLogger(__name__)
 #: The flow input is cut into blocks of at least this many rows, at most this many per CPU.
 INPUT_BLOCK_ROWS = 4096
 INPUT_BLOCKS_PER_CPU = 2
-#: Actors an autoscaling pool starts with at most; and rows of materialised input per
-#: actor it starts with (an actor costs a process start).
+#: Actors an autoscaling pool starts with at most, and a GPU step's pool without a ``concurrency`` holds
+#: (``pool_size``); and rows of materialised input per actor it starts with (an actor costs a process start).
 INITIAL_ACTORS_MAX = 8
 INITIAL_ROWS_PER_ACTOR = 16384
 #: The most blocks a model step's input is cut into (unless its pool has more actors).
