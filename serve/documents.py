@@ -199,7 +199,7 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
     from serve.pdf_reading import pdf_pages
 
     path = Path(filename or "")
-    if path.name != filename or not filename:
+    if path.name != filename or not filename or "\x00" in filename:  # a NUL: no file may be named so
         raise ApiError(422, f"files: '{filename}' is not a file name", param="files", code="invalid_file")
     suffix = path.suffix.lower()
     if suffix == ".pdf":

@@ -61,6 +61,7 @@ def test_titles_from_the_first_heading_else_the_file_name():
     ("nul.txt", b"\x00\x00\x00\x00", "files: 'nul.txt' has no text"),  # valid UTF-8, and indexed as a passage before
     ("bin.txt", b"\x00\x01\x02\xe2\x80\x8b", "files: 'bin.txt' has no text"),  # control bytes and a zero-width space
     ("../notes.txt", b"x", "'../notes.txt' is not a file name"),
+    ("menu\x00.csv", b"id,text\nm1,x\n", "'menu\x00.csv' is not a file name"),  # a CSV's copy took the name: a 500
 ])
 def test_a_file_that_gives_no_document_is_a_422_naming_it(name, content, words):
     with pytest.raises(ApiError) as err:
