@@ -325,9 +325,8 @@ class Indices:
     # -- checks -------------------------------------------------------------------------------
 
     def _searchable(self) -> bool:
-        from serve.index_roots import under
-
-        return under(self.folder.resolve(), self.service.index_roots)
+        """Whether a search may read the indices under the folder (inside the index roots), so the service adds any."""
+        return adding_refused(self.folder, self.service.index_roots) is None
 
     def named(self, name: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: the service did not make it); a 422 for a bad name."""
