@@ -126,8 +126,7 @@ def _plain(value: Any) -> Any:
 
 
 def _local_name(filename: str) -> str:
-    """The name of an uploaded file's temporary copy: the client's own (its last part), which the reader's
-    warnings in the service's log then name."""
-    name = Path(filename.replace("\\", "/")).name
-    fits = name not in ("", ".", "..") and name.lower().endswith(".csv") and len(name.encode()) <= 200
-    return name if fits else "upload.csv"
+    """The name of an uploaded file's temporary copy: the client's own, which the reader's warnings in the service's
+    log then name (``file_documents`` let only a file name ending in .csv, without a NUL, come here), unless too long
+    for the file system."""
+    return filename if len(filename.encode()) <= 200 else "upload.csv"
