@@ -117,9 +117,8 @@ test-all: $(VENV)/.installed-test
 # and 101.7 s with 3 workers against 111.5 s with 2, run alternately on 2 cores (2026-12-06). A worker that runs out
 # of tests takes some of another's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against
 # 1:53-1:55 on a fresh clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice. One
-# torch/OpenMP thread a
-# worker, since the workers already fill the cores: 104.0 s and 108.6 s against 110.3, 107.2 and 116.8 s with each
-# worker's default two threads on 2 cores (wall, one run each, 2026-11-30 and 2026-12-01).
+# torch/OpenMP thread a worker, since the workers already fill the cores: 104.0 s and 108.6 s against 110.3, 107.2 and
+# 116.8 s with each worker's default two threads on 2 cores (wall, one run each, 2026-11-30 and 2026-12-01).
 #
 # Its temporary files (each test's tmp_path, and TMPDIR for what else the tests and their processes write) go to
 # /dev/shm where it has 2 GB free: a file system in memory, where the fsync of each atomic write (thousands in these

@@ -114,10 +114,11 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         if not document.has_text:
             log.warning("%s: no text: no document", name)
             return []
-        if (message := document.left_out_message(name)) and self.held_notes is not None:
-            self.held_notes.setdefault(name, []).append(message)  # logged if its document is ingested
-        elif message:
-            log.warning("%s", message)
+        if message := document.left_out_message(name):
+            if self.held_notes is not None:
+                self.held_notes.setdefault(name, []).append(message)  # logged if its document is ingested
+            else:
+                log.warning("%s", message)
         return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
                  "path": name, "page": None}]
 
