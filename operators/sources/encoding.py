@@ -197,9 +197,21 @@ class NotLineText(SourceError):
         super().__init__(f"{path}: {why}", **where)
 
 
-def utf16_without_bom(content: bytes, name: str) -> tuple[str, str] | None:
+def warn_of_file(op: Any, name: str, message: str) -> None:
+    """Log ``message``, a warning about the file ``name`` that is one document, or hold it while the source ``op``
+    holds its files' warnings (``Source.held_notes``): staging logs it when the file's document is staged, not when
+    a re-ingest reads a file whose document is in the index already, only to compare it."""
+    held = getattr(op, "held_notes", None)
+    if held is None:
+        log.warning("%s", message)
+    else:
+        held.setdefault(name, []).append(message)
+
+
+def utf16_without_bom(content: bytes, name: str, op: Any = None) -> tuple[str, str] | None:
     """A whole file's text and encoding when it is UTF-16 without a byte-order mark (``wide_encoding``), with a
-    warning naming the file as a guess has; None for any other file (one with the mark is guessed as UTF-16)."""
+    warning naming the file as a guess has (``warn_of_file``); None for any other file (one with the mark is guessed
+    as UTF-16)."""
     wide = wide_encoding(content)
     if wide is None or wide[0] not in ("UTF-16LE", "UTF-16BE"):
         return None
@@ -207,8 +219,9 @@ def utf16_without_bom(content: bytes, name: str) -> tuple[str, str] | None:
         text = content.decode(wide[0])
     except UnicodeDecodeError:
         return None
-    log.warning("%s: UTF-16 text without a byte-order mark (every other byte is NUL): read as %s; if its text looks "
-                "wrong, give the file's encoding (the encoding param, tessera ingest --encoding)", name, wide[0])
+    warn_of_file(op, name, f"{name}: UTF-16 text without a byte-order mark (every other byte is NUL): read as "
+                           f"{wide[0]}; if its text looks wrong, give the file's encoding (the encoding param, tessera "
+                           "ingest --encoding)")
     return text, codecs.lookup(wide[0]).name
 
 
@@ -251,14 +264,23 @@ class FileDecoder:
                                          f"{err.reason}, and no other encoding could be guessed") from None
             return raw.decode(encoding)
 
+    def _warn(self, message: str) -> None:
+        """A whole file's warning goes as ``warn_of_file`` says; a file read line by line is many documents, whose
+        staging cannot tell it apart (logged now)."""
+        if self.lines:
+            log.warning("%s", message)
+        else:
+            warn_of_file(self.op, self.path, message)
+
     def _stray(self, raw: bytes, err: UnicodeDecodeError) -> None:
         """One warning per file (and source) that UTF-8 text of it holds bytes that are not UTF-8; the source keeps
         the first such byte (``read_as``)."""
         warned = self.op.__dict__.setdefault("_stray_bytes", {}) if self.op is not None else {}
         if self.path not in warned and not self._warned_stray:
-            log.warning("%s: UTF-8 text with a byte that is not UTF-8 (0x%02x%s): read as UTF-8, each such byte as "
-                        "U+FFFD; if the file has another encoding, give it (the encoding param, tessera ingest "
-                        "--encoding)", self.path, raw[err.start], "" if self.lines else f" at byte {err.start + 1}")
+            at = "" if self.lines else f" at byte {err.start + 1}"
+            self._warn(f"{self.path}: UTF-8 text with a byte that is not UTF-8 (0x{raw[err.start]:02x}{at}): read as "
+                       "UTF-8, each such byte as U+FFFD; if the file has another encoding, give it (the encoding "
+                       "param, tessera ingest --encoding)")
         warned.setdefault(self.path, raw[err.start])
         self._warned_stray = True
         if self.stray is None:
@@ -282,9 +304,9 @@ class FileDecoder:
             self.guessed = guess_encoding(sample, lines=self.lines)
             if self.guessed is not None:
                 at = "" if self.lines else f" at byte {err.start + 1}"
-                log.warning("%s: not UTF-8 (byte 0x%02x%s): read as %s, the encoding charset-normalizer guesses; if "
-                            "its text looks wrong, give the file's encoding (the encoding param, tessera ingest "
-                            "--encoding)", self.path, raw[err.start], at, self.guessed)
+                self._warn(f"{self.path}: not UTF-8 (byte 0x{raw[err.start]:02x}{at}): read as {self.guessed}, the "
+                           "encoding charset-normalizer guesses; if its text looks wrong, give the file's encoding "
+                           "(the encoding param, tessera ingest --encoding)")
             known[self.path] = self.guessed
         return self.guessed
 

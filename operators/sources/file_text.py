@@ -46,7 +46,7 @@ def decode_guessing(content: bytes, name: str, *, op: Any = None, encoding: str 
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
         bom = len(codecs.BOM_UTF8) if content.startswith(codecs.BOM_UTF8) else 0
         content = content[bom:]
-    if encoding is None and (wide := utf16_without_bom(content, name)) is not None:  # valid UTF-8, NULs and all
+    if encoding is None and (wide := utf16_without_bom(content, name, op)) is not None:  # valid UTF-8, NULs and all
         return Decoded(*wide)
     decoder = FileDecoder(name, encoding, lines=False, op=op)
     try:

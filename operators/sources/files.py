@@ -14,7 +14,7 @@ from pydantic import Field
 from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
 from operators.sources._common import rebatch, values_to_array
-from operators.sources.encoding import ENCODING_HELP, encoding_param
+from operators.sources.encoding import ENCODING_HELP, encoding_param, warn_of_file
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
 from operators.sources.paths import resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
@@ -115,10 +115,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             log.warning("%s: no text: no document", name)
             return []
         if message := document.left_out_message(name):
-            if self.held_notes is not None:
-                self.held_notes.setdefault(name, []).append(message)  # logged if its document is ingested
-            else:
-                log.warning("%s", message)
+            warn_of_file(self, name, message)  # logged if its document is staged
         return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
                  "path": name, "page": None}]
 

@@ -102,30 +102,47 @@ def test_a_new_file_ingested_alone_before_its_folder_is_refused_saying_to_replac
     assert doc_ids(index) == ["a.txt", "huia-p1", "kea-p1", "kea-p2"]
 
 
-def test_a_files_front_matter_is_warned_of_when_it_is_ingested_not_at_each_ingest_of_its_folder(tmp_path, home,
-                                                                                               capsys, caplog):
-    """Staging reads a grown folder's files again to compare them with the finished shards: kea.md's front matter
-    warning was said at every ingest of its folder; now when its document is ingested (or again, by a sync)."""
+#: A file with something to warn of (its name, content, the warning's start), and the same file changed.
+FILES_WARNED_OF = {
+    "front matter": ("kea.md", b"---\ndocno: k1\n---\n# Kea\n\nKea are alpine parrots.\n",
+                     b"---\ndocno: k1\n---\n# Kea\n\nKea are curious parrots.\n",
+                     "kea.md: front matter field(s) docno left out"),
+    "guessed encoding": ("kea.txt", "Kea: très curieux, déjà vu à Arthur's Pass.".encode("cp1252"),
+                         "Kea: très curieux, déjà vu à Porters Pass.".encode("cp1252"),
+                         "kea.txt: not UTF-8 (byte 0xe8 at byte 8): read as cp1252"),
+    "stray byte": ("kea.txt", "Kea: très curieux, déjà vu à Arthur's Pass.".encode() + b" \xff",
+                   "Kea: très curieux, déjà vu à Porters Pass.".encode() + b" \xff",
+                   "kea.txt: UTF-8 text with a byte that is not UTF-8 (0xff at byte"),
+}
+
+
+@pytest.mark.parametrize("what", FILES_WARNED_OF)
+def test_a_files_warning_is_said_when_it_is_ingested_not_at_each_ingest_of_its_folder(tmp_path, home, capsys,
+                                                                                     caplog, what):
+    """Staging reads a grown folder's files again to compare them with the finished shards: a file's front matter,
+    encoding or stray-byte warning was said at every ingest of its folder; now when its document is ingested (or
+    again, by a sync)."""
+    name, content, changed, warning = FILES_WARNED_OF[what]
     folder = tmp_path / "notes"
     folder.mkdir()
-    (folder / "kea.md").write_text("---\ndocno: k1\n---\n# Kea\n\nKea are alpine parrots.\n")
+    (folder / name).write_bytes(content)
     index = tmp_path / "idx"
 
     def warned() -> list[str]:
-        said = [record.getMessage() for record in caplog.records if "front matter" in record.getMessage()]
+        said = [record.getMessage() for record in caplog.records if record.getMessage().startswith(name)]
         caplog.clear()
         return said
 
     caplog.set_level("WARNING", logger="tessera")
     assert ingest(capsys, folder, index) == (0, "1", "0")
-    assert [line[:44] for line in warned()] == ["kea.md: front matter field(s) docno left out"]
+    assert [line[:len(warning)] for line in warned()] == [warning]
     (folder / "tui.md").write_text("# Tui\n\nTui sing at dawn.\n")
-    assert ingest(capsys, folder, index) == (0, "1", "1")  # kea.md is read again, to compare: no warning
+    assert ingest(capsys, folder, index) == (0, "1", "1")  # the first file is read again, to compare: no warning
     assert warned() == []
-    (folder / "kea.md").write_text("---\ndocno: k1\n---\n# Kea\n\nKea are curious parrots.\n")
+    (folder / name).write_bytes(changed)
     assert ingest(capsys, folder, index, "--sync") == (0, "2", "0")  # ingested again: warned of again
-    assert len(warned()) == 1
-    assert doc_ids(index) == ["kea.md", "tui.md"]
+    assert [line[:len(warning)] for line in warned()] == [warning]
+    assert doc_ids(index) == [name, "tui.md"]
 
 
 def test_a_jsonl_file_added_to_a_glob_before_the_one_ingested_is_added(tmp_path, home, capsys):
