@@ -8,7 +8,9 @@ JSON has no dates), a column whose name no metadata column may have left out, sa
 a Markdown file's front matter field is. A row without a text or title is left out, as ``tessera ingest`` leaves it
 out (said in ``warnings`` too). Where ``tessera ingest`` records a bad row in the failure ledger and reads on, the
 upload refuses the whole file, naming it and the row's line: nothing of the request is added, nothing in the index
-is touched. A file of more rows than one request may add is refused too (the web UI cannot cut a CSV in parts).
+is touched. A file of more rows than one request may add is a 422 ``too_many_rows`` giving their number, and is
+sent in parts, as a PDF of many pages is: the file again with ``first_row``, each part its rows from there. Each part
+checks every row of the file, so a bad row refuses the first part, before anything of the file is added.
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ _ADVICE = (
 
 
 def csv_documents(filename: str, content: bytes, max_documents: int, warnings: list[str],
-                  validate: Callable[[dict[str, Any]], Any]) -> list[dict[str, Any]]:
+                  validate: Callable[[dict[str, Any]], Any], first_row: int | None = None) -> list[dict[str, Any]]:
     """The documents of the CSV file ``filename`` (its ``content``), as dicts of the API's ``Document``, which
     ``validate`` checks (``Document.model_validate``: a ``ValidationError``); a 422 naming the file (and the line)
-    for one that ``sources.csv`` cannot read a row of, that has no text column, gives no document, repeats an id,
-    holds a row that is no valid document, or has more than ``max_documents`` rows with a text. How the file was
-    read that the client should know goes to ``warnings``."""
+    for one that ``sources.csv`` cannot read a row of, that has no text column, gives no document, repeats an id or
+    holds a row that is no valid document. Of a file of more than ``max_documents`` rows with a text, the part from
+    the ``first_row``-th (``_part``). How the file was read that the client should know goes to ``warnings`` (with
+    the first part)."""
     from operators.metadata_columns import RESERVED, metadata_fields, name_rule
     from operators.registry import create
     from operators.sources.csv_rows import LINE, BadRow
@@ -63,11 +66,6 @@ def csv_documents(filename: str, content: bytes, max_documents: int, warnings: l
                 kept, names = metadata_fields({key: _plain(value) for key, value in row.items()}, RESERVED)
                 left_out.update(dict.fromkeys(names))
                 documents.append({"id": docno, "title": title or "", "text": text, "metadata": kept})
-            if len(documents) > max_documents:
-                raise ApiError(422, f"files: '{filename}' has more than {max_documents} rows with a text, over the "
-                               f"limit max_documents_per_request={max_documents}; split it into files of at most "
-                               f"{max_documents} rows and send them one a request", param="files",
-                               code="max_documents_per_request")
         skipped = int(source.drain_usage().get("empty_texts", 0))
         guessed, stray = read_as(source, str(path))
     # the line decoder knows a stray byte's line only, not its offset in the file
@@ -76,6 +74,9 @@ def csv_documents(filename: str, content: bytes, max_documents: int, warnings: l
         raise ApiError(422, f"files: '{filename}' has no row with a text (a header row and its rows: a column "
                        "'text'); nothing to index", param="files", code="invalid_file")
     _check_rows(filename, documents, lines, validate)
+    documents = _part(filename, documents, max_documents, first_row)
+    if (first_row or 1) > 1:  # said with the first part
+        return documents
     if encoding is not None:
         warnings.append(encoding)
     if left_out:
@@ -84,6 +85,24 @@ def csv_documents(filename: str, content: bytes, max_documents: int, warnings: l
         warnings.append(f"{filename}: {skipped} row(s) without a text or a title left out, as tessera ingest leaves "
                         "them out")
     return documents
+
+
+def _part(filename: str, documents: list[dict[str, Any]], max_documents: int,
+          first_row: int | None) -> list[dict[str, Any]]:
+    """The documents of a file's part from its ``first_row``-th row with a text, ``max_documents`` at most; a 422
+    ``too_many_rows`` with their number (``rows``) for a whole file of more, and one naming ``first_row`` for a part
+    that starts past the last row."""
+    if first_row is None:
+        if len(documents) > max_documents:
+            raise ApiError(422, f"files: '{filename}' has {len(documents)} rows with a text, over the limit "
+                           f"max_documents_per_request={max_documents}; send it in parts, each with the form field "
+                           f"first_row (1, then {1 + max_documents}, ...), as the web UI does", param="files",
+                           code="too_many_rows", extra={"rows": len(documents)})
+        return documents
+    if first_row > len(documents):
+        raise ApiError(422, f"first_row: {first_row} is past the last of the {len(documents)} rows with a text of "
+                       f"'{filename}'", param="first_row", code="invalid_value")
+    return documents[first_row - 1:first_row - 1 + max_documents]
 
 
 def _refused(filename: str, line: int | None, reason: str) -> ApiError:

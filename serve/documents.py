@@ -157,10 +157,10 @@ TEXT_SUFFIXES = SUFFIXES
 
 
 def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: bool, first_page: int | None,
-                  limits: Any) -> tuple[DocumentsRequest, list[str], list[str]]:
+                  limits: Any, first_row: int | None = None) -> tuple[DocumentsRequest, list[str], list[str]]:
     """The documents of uploaded files as one request, the files whose earlier documents it replaces (with
-    ``replace``): every file, but a part of a PDF after its first (``first_page`` > 1), which must not take away
-    the parts sent before it; and the warnings for the client (``file_documents``)."""
+    ``replace``): every file, but a part of a PDF or CSV file after its first (``first_page`` or ``first_row`` > 1),
+    which must not take away the parts sent before it; and the warnings for the client (``file_documents``)."""
     from pydantic import ValidationError
 
     from serve.errors import validation_message
@@ -168,12 +168,13 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
     if not files:
         raise ApiError(422, "files: send at least one file (multipart field `files`; a form whose last part has no "
                        "closing boundary holds none)", param="files", code="invalid_value")
-    if first_page is not None and (len(files) != 1 or not files[0][0].lower().endswith(".pdf")):
-        raise ApiError(422, "first_page: a part of a PDF is sent with that PDF alone", param="first_page",
-                       code="invalid_value")
+    for field, value, kind in (("first_page", first_page, "PDF"), ("first_row", first_row, "CSV")):
+        if value is not None and (len(files) != 1 or not files[0][0].lower().endswith(f".{kind.lower()}")):
+            raise ApiError(422, f"{field}: a part of a {kind} file is sent with that file alone", param=field,
+                           code="invalid_value")
     warnings: list[str] = []
     documents = [doc for filename, content in files
-                 for doc in file_documents(filename, content, limits, first_page, warnings)]
+                 for doc in file_documents(filename, content, limits, first_page, warnings, first_row)]
     for doc in documents:  # a file's documents take their ids from its name, which the client sent as `files`
         if len(doc["id"]) > MAX_ID_LENGTH:
             name = doc["metadata"]["path"]
@@ -185,16 +186,17 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
     except ValidationError as err:
         message, param = validation_message(list(err.errors()))
         raise ApiError(422, message, param=param, code="invalid_value") from None
-    return request, [] if (first_page or 1) > 1 else [filename for filename, _ in files], warnings
+    return request, [] if (first_page or first_row or 1) > 1 else [filename for filename, _ in files], warnings
 
 
 def file_documents(filename: str, content: bytes, limits: Any, first_page: int | None = None,
-                   warnings: list[str] | None = None) -> list[dict[str, Any]]:
+                   warnings: list[str] | None = None, first_row: int | None = None) -> list[dict[str, Any]]:
     """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF
     (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``; from ``first_page``, a
     part of at most ``max_documents_per_request`` pages); a 422 naming the file when it gives none, and a 422
-    ``too_many_pages`` with its ``pages`` for a PDF of more pages than one request may add. What was read in a
-    way the client should know (a guessed encoding, front matter left out) is added to ``warnings``."""
+    ``too_many_pages`` with its ``pages`` for a PDF of more pages than one request may add (a CSV file's rows
+    likewise: ``first_row``, ``too_many_rows``). What was read in a way the client should know (a guessed encoding,
+    front matter left out) is added to ``warnings``."""
     from operators.sources.pdf import TooManyPages
     from serve.pdf_reading import pdf_pages
 
@@ -228,7 +230,7 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
         from serve.csv_upload import csv_documents
 
         return csv_documents(filename, content, limits.max_documents_per_request, [] if warnings is None else warnings,
-                             Document.model_validate)
+                             Document.model_validate, first_row)
     kinds = ", ".join((".pdf", *TEXT_SUFFIXES, ".csv"))
     raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown, HTML or CSV file ({kinds}); send JSON or "
                    "JSONL documents to /v1/indices/{name}/documents", param="files", code="invalid_file")

@@ -275,10 +275,11 @@ class Indices:
         return (row["created"] if row is not None else None) != seen
 
     def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
-                  tenant: str, first_page: int | None = None) -> dict[str, Any]:
+                  tenant: str, first_page: int | None = None, first_row: int | None = None) -> dict[str, Any]:
         """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
-        Markdown or HTML file one document, a CSV file one a row; ``warnings`` say how a file was read."""
-        request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits)
+        Markdown or HTML file one document, a CSV file one a row with a text (from ``first_row``: a part of it);
+        ``warnings`` say how a file was read."""
+        request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits, first_row)
         with sent_as_files():
             return self.add(name, request, tenant, files=whole, warnings=warnings)
 

@@ -50,9 +50,10 @@ async def add_documents(name: str, body: DocumentsRequest, request: Request) -> 
              "document per row): an ingestion task")
 async def add_files(name: str, request: Request) -> dict[str, Any]:
     service = svc.current()
-    contents, spec, replace, first_page = await read_upload(request, service.limits.max_documents_per_request)
+    contents, spec, replace, first_page, first_row = await read_upload(request,
+                                                                       service.limits.max_documents_per_request)
     queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request),
-                                     first_page)
+                                     first_page, first_row)
     await service.launch(queued["task_id"])
     return queued
 

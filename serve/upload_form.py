@@ -36,14 +36,19 @@ UPLOAD_FORM = {"requestBody": {"required": True, "content": {"multipart/form-dat
                        "description": "With one PDF alone: the part of it from this page (1-based), at most "
                                       "max_documents_per_request pages; how a PDF of more pages than that is sent "
                                       "(a 422 too_many_pages gives its `pages`)."},
+        "first_row": {"type": "integer", "minimum": 1,
+                      "description": "With one CSV file alone: the part of it from this row with a text (1-based), "
+                                     "at most max_documents_per_request rows; how a CSV of more rows than that is "
+                                     "sent (a 422 too_many_rows gives its `rows`)."},
         "replace": {"type": "boolean", "default": False,
                     "description": "A file sent before replaces everything it gave then (a re-sent PDF's pages, "
                                    "however many it has now); false: its documents are a 409."}}}}}}}
 
 
 async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str, bytes]], str | None, bool,
-                                                                 int | None]:
-    """The uploaded files (name, bytes), ``spec``, ``replace`` and ``first_page`` of the request's multipart form."""
+                                                                 int | None, int | None]:
+    """The uploaded files (name, bytes), ``spec``, ``replace``, ``first_page`` and ``first_row`` of the request's
+    multipart form."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "multipart/form-data":  # JSON read as an empty form: "send at least one file" did not say why
         raise ApiError(422, f"files: this route reads a multipart form of files (curl -F files=@notes.md), not "
@@ -73,7 +78,9 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
             raise ApiError(422, f"files: the form's file parts are named {', '.join(map(repr, dict.fromkeys(named)))}"
                            ", not `files`: name each file part `files` (curl -F files=@notes.md)", param="files",
                            code="invalid_value")
-        return files, _text(form.get("spec"), "spec"), _flag(form.get("replace")), _page(form.get("first_page"))
+        return (files, _text(form.get("spec"), "spec"), _flag(form.get("replace")),
+                _position(form.get("first_page"), "first_page", "page"), _position(form.get("first_row"), "first_row",
+                                                                                  "row"))
     finally:
         await form.close()
 
@@ -101,12 +108,12 @@ def _flag(value: Any) -> bool:
         raise ApiError(422, f"replace: '{value}' is not true or false", param="replace", code="invalid_value") from None
 
 
-def _page(value: Any) -> int | None:
-    """``first_page``: a page number, 1 or more."""
+def _position(value: Any, field: str, what: str) -> int | None:
+    """``first_page`` or ``first_row``: a ``what`` number, 1 or more."""
     if value is None:
         return None
     try:
-        return TypeAdapter(PositiveInt).validate_python(_text(value, "first_page"))
+        return TypeAdapter(PositiveInt).validate_python(_text(value, field))
     except ValidationError:
-        raise ApiError(422, f"first_page: '{value}' is not a page number (1 or more)", param="first_page",
+        raise ApiError(422, f"{field}: '{value}' is not a {what} number (1 or more)", param=field,
                        code="invalid_value") from None

@@ -9,9 +9,10 @@ const $ = (id) => document.getElementById(id);
 /** An error the page shows; a refusal of the service keeps its HTTP ``status`` and its error's ``code`` and
  * ``param``, for a tab that says it in its own words. */
 class ApiError extends Error {
-  constructor(message, {status = null, code = null, param = null, ids = null, idsTotal = null, pages = null} = {}) {
+  constructor(message, {status = null, code = null, param = null, ids = null, idsTotal = null, pages = null,
+    rows = null} = {}) {
     super(message);
-    Object.assign(this, {status, code, param, ids, idsTotal, pages});
+    Object.assign(this, {status, code, param, ids, idsTotal, pages, rows});
   }
 }
 /** A late answer to a request sent before the user typed another key (a refusal of the old key, or its data), or
@@ -28,7 +29,8 @@ function refuse(response, payload, sentKey) {
   const where = response.status === 401 ? ". Type the service's API key in the API key field at the top" : "";
   const error = (payload && payload.error) || {};
   throw new ApiError(describe(response.status, payload) + where, {status: response.status, code: error.code,
-    param: error.param, ids: error.ids || null, idsTotal: error.ids_total ?? null, pages: error.pages ?? null});
+    param: error.param, ids: error.ids || null, idsTotal: error.ids_total ?? null, pages: error.pages ?? null,
+    rows: error.rows ?? null});
 }
 
 /** What is wrong with a typed key that no request can carry, or "": a key is printable ASCII (``tessera keys``

@@ -1,7 +1,7 @@
 "use strict";
 // The web UI's documents to add to an index (indices.js's Indices tab): JSON and JSONL files read here into the
 // API's documents, and everything one Add sends cut into requests that fit the service's limits (a PDF with more
-// pages than one request may add, in parts of its pages). Calls api.js's
+// pages or a CSV file with more rows than one request may add, in parts). Calls api.js's
 // helpers ($, ApiError) and reads indices.js's indexListing; indices.js calls uploadRequests.
 
 /** A list's or an object's JSON text as the service writes a file's (Python's ``json.dumps``, ", " and ": "
@@ -234,28 +234,35 @@ async function uploadRequests(options, warnings) {
   return requests;
 }
 
-/** A request of ``files`` (a multipart form), with ``options``; ``firstPage`` and ``lastPage``: a part of a lone
- * PDF, those pages. */
-function filesRequest(files, options, firstPage, lastPage) {
+/** A request of ``files`` (a multipart form), with ``options``; ``part``: a part of a lone PDF or CSV file, its
+ * form field (first_page, first_row), its ``unit`` (pages, rows) and its first and last. */
+function filesRequest(files, options, part) {
   const form = new FormData();
   for (const file of files) form.append("files", file, file.name);
   for (const [name, value] of Object.entries(options)) form.append(name, String(value));
-  if (firstPage !== undefined) form.append("first_page", String(firstPage));
-  return {route: "files", body: form, files, options, firstPage, lastPage};
+  if (part) form.append(part.field, String(part.first));
+  return {route: "files", body: form, files, options, part};
 }
 
-/** A files request refused for holding more documents than one request may add (a PDF's pages are counted only
- * by the service), as smaller requests: a group of files a file each, a lone PDF (its 422 ``too_many_pages`` says
- * how many pages it has) in parts of max_documents_per_request pages; null for any other refusal. */
+/** The refusals of a lone file of more documents than one request may add, which say how many it holds: the
+ * error's field that counts them, and the form field of a part. */
+const PARTS = {too_many_pages: {unit: "pages", field: "first_page"}, too_many_rows: {unit: "rows", field: "first_row"}};
+
+/** A files request refused for holding more documents than one request may add (a PDF's pages and a CSV file's rows
+ * are counted only by the service), as smaller requests: a group of files a file each, a lone PDF or CSV file (its
+ * 422 ``too_many_pages`` or ``too_many_rows`` says how many it has) in parts of max_documents_per_request pages or
+ * rows; null for any other refusal. */
 function smallerRequests(request, err) {
-  if (request.route !== "files" || !(err instanceof ApiError) || request.firstPage !== undefined
-      || !["too_many_pages", "max_documents_per_request"].includes(err.code)) return null;
+  if (request.route !== "files" || !(err instanceof ApiError) || request.part
+      || !(err.code in PARTS || err.code === "max_documents_per_request")) return null;
   if (request.files.length > 1) return request.files.map((file) => filesRequest([file], request.options));
-  if (err.code !== "too_many_pages" || !err.pages) return null;
+  const {unit, field} = PARTS[err.code] || {};
+  if (!unit || !err[unit]) return null;
   const most = indexListing.limits.max_documents_per_request;
   const parts = [];
-  for (let first = 1; first <= err.pages; first += most) {
-    parts.push(filesRequest(request.files, request.options, first, Math.min(first + most - 1, err.pages)));
+  for (let first = 1; first <= err[unit]; first += most) {
+    parts.push(filesRequest(request.files, request.options,
+      {field, unit, first, last: Math.min(first + most - 1, err[unit])}));
   }
   return parts;
 }

@@ -211,13 +211,13 @@ async function upload(event) {
           queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body)
             .catch(namingTheReplaceBox);
         } catch (err) {
-          const smaller = smallerRequests(request, err); // more pages than a request may add: sent in parts
-          if (smaller === null && !(err.code === "no_text_layer" && request.firstPage !== undefined)) {
+          const smaller = smallerRequests(request, err); // more pages or rows than a request may add: in parts
+          if (smaller === null && !(err.code === "no_text_layer" && request.part)) {
             throw added && err instanceof ApiError // how far it got, as a failed task says
               ? new ApiError(`${err.message} (${added} document(s) of earlier parts are in the index)`, err) : err;
           }
-          const {firstPage, lastPage, files} = request;
-          if (smaller === null) blank.push(`pages ${firstPage}-${lastPage} of ${files[0].name}`);
+          const {part, files} = request;
+          if (smaller === null) blank.push(`pages ${part.first}-${part.last} of ${files[0].name}`);
           requests.splice(n, 1, ...(smaller || []));
           n -= 1;
           continue;

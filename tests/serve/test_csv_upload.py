@@ -102,15 +102,47 @@ def test_a_csv_file_that_gives_no_documents_is_a_422_naming_it_and_the_line(name
     assert "--" not in err.value.message and "spec" not in err.value.message  # no advice of tessera ingest's flags
 
 
-def test_a_csv_file_of_more_rows_than_a_request_may_add_is_a_422_naming_it_and_the_limit():
-    rows = b"id,text\n" + b"".join(b"r%d,row %d\n" % (n, n) for n in range(4))
+def test_a_csv_file_of_more_rows_than_a_request_may_add_is_a_422_with_their_count_and_is_sent_in_parts():
+    """It was a 422 that said to split the file by hand, which the web UI could not do: now it gives the count of
+    rows, and the file sent again with first_row is that part of its rows, as a PDF's pages are sent."""
+    rows = b"id,text,\xe9tat\n" + b"".join(b"r%d,row %d,x\n" % (n, n) for n in range(7)) + b",,\n"
+    most = Limits(max_documents_per_request=3)
     with pytest.raises(ApiError) as err:
-        file_documents("many.csv", rows, Limits(max_documents_per_request=3))
-    assert (err.value.status, err.value.code, err.value.param) == (422, "max_documents_per_request", "files")
-    assert err.value.message == ("files: 'many.csv' has more than 3 rows with a text, over the limit "
-                                 "max_documents_per_request=3; split it into files of at most 3 rows and send them "
-                                 "one a request")
-    assert len(file_documents("three.csv", rows.rsplit(b"r3,", 1)[0], Limits(max_documents_per_request=3))) == 3
+        file_documents("many.csv", rows, most)
+    assert (err.value.status, err.value.code, err.value.param, err.value.extra) == (
+        422, "too_many_rows", "files", {"rows": 7})
+    assert err.value.message == ("files: 'many.csv' has 7 rows with a text, over the limit "
+                                 "max_documents_per_request=3; send it in parts, each with the form field first_row "
+                                 "(1, then 4, ...), as the web UI does")
+    parts, warnings = [], []
+    for first in (1, 4, 7):
+        said: list[str] = []
+        parts.append([doc["id"] for doc in file_documents("many.csv", rows, most, warnings=said, first_row=first)])
+        warnings.append(len(said))
+    assert parts == [["r0", "r1", "r2"], ["r3", "r4", "r5"], ["r6"]]
+    assert warnings == [3, 0, 0]  # the encoding, the column left out, the empty row: with the first part alone
+    with pytest.raises(ApiError) as err:
+        file_documents("many.csv", rows, most, first_row=8)
+    assert (err.value.param, err.value.message) == ("first_row", "first_row: 8 is past the last of the 7 rows with "
+                                                                 "a text of 'many.csv'")
+    bad = rows.replace(b"r5,row 5,x", b"r5,row 5")  # a bad row in the second part refuses the first
+    with pytest.raises(ApiError) as err:
+        file_documents("many.csv", bad, most, first_row=1)
+    assert (err.value.code, err.value.message[:28]) == ("invalid_file", "files: many.csv, line 7: 2 f")
+    assert len(file_documents("three.csv", rows.split(b"r3,", 1)[0], most)) == 3
+
+
+def test_first_row_is_a_row_number_sent_with_a_lone_csv_file():
+    with pytest.raises(ApiError) as err:
+        files_request([("a.csv", b"id,text\nr,x\n"), ("b.csv", b"id,text\ns,y\n")], None, False, None, Limits(), 1)
+    assert (err.value.param, err.value.message) == ("first_row", "first_row: a part of a CSV file is sent with that "
+                                                                 "file alone")
+    with pytest.raises(ApiError) as err:
+        files_request([("notes.txt", b"Bees.")], None, False, None, Limits(), 1)
+    assert err.value.param == "first_row"
+    request, replaced, _ = files_request([("a.csv", b"id,text\nr,x\ns,y\n")], None, True, None,
+                                         Limits(max_documents_per_request=1), 2)
+    assert [doc.id for doc in request.documents] == ["s"] and replaced == []  # a later part keeps the earlier ones
 
 
 @pytest.mark.integration

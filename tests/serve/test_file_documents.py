@@ -80,7 +80,7 @@ def test_a_file_name_too_long_for_an_id_is_a_422_naming_files_not_a_field_the_cl
 
 
 def test_a_part_of_a_pdf_goes_alone_and_replaces_only_its_own_pages():
-    with pytest.raises(ApiError, match="^first_page: a part of a PDF is sent with that PDF alone") as refused:
+    with pytest.raises(ApiError, match="^first_page: a part of a PDF file is sent with that file alone") as refused:
         files_request([("a.pdf", b"%PDF"), ("notes.txt", b"Bees.")], None, False, 3, Limits())
     assert refused.value.param == "first_page"
     # a whole file sent again with replace takes away all it gave before; a part after the first keeps the others

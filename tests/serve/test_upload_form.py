@@ -67,7 +67,20 @@ def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_fiel
     err = error(requests.post(base, files=one, data={"first_page": "0"}, timeout=30), 422)
     assert err["param"] == "first_page" and "'0' is not a page number" in err["message"]
     err = error(requests.post(base, files=one, data={"first_page": "2"}, timeout=30), 422)  # a text file has no pages
-    assert err["param"] == "first_page" and "a part of a PDF is sent with that PDF alone" in err["message"]
+    assert err["param"] == "first_page" and "a part of a PDF file is sent with that file alone" in err["message"]
+    err = error(requests.post(base, files=one, data={"first_row": "x"}, timeout=30), 422)
+    assert err["param"] == "first_row" and "'x' is not a row number" in err["message"]
+    err = error(requests.post(base, files=one, data={"first_row": "2"}, timeout=30), 422)
+    assert err["param"] == "first_row" and "a part of a CSV file is sent with that file alone" in err["message"]
+
+
+def test_a_csv_file_of_more_rows_than_a_request_may_add_is_refused_with_their_count(base):
+    rows = b"id,text\n" + b"".join(b"r%d,row %d\n" % (n, n) for n in range(5))  # 3 a request
+    err = error(requests.post(base, files=[("files", ("rows.csv", rows))], timeout=60), 422)
+    assert (err["param"], err["code"], err["rows"]) == ("files", "too_many_rows", 5)
+    err = error(requests.post(base, files=[("files", ("rows.csv", rows))], data={"first_row": "6"}, timeout=60), 422)
+    assert (err["param"], err["message"]) == ("first_row", "first_row: 6 is past the last of the 5 rows with a text "
+                                                           "of 'rows.csv'")
 
 
 def test_a_pdf_of_more_pages_than_a_request_may_add_is_refused_with_its_page_count_and_sent_in_parts(

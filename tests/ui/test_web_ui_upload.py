@@ -232,6 +232,41 @@ def test_a_pdf_of_more_pages_than_a_request_may_add_is_sent_in_parts_and_every_p
     ui_app.api("DELETE", f"/v1/indices/{name}")
 
 
+def test_a_csv_file_of_more_rows_than_a_request_may_add_is_cut_in_parts_of_its_rows(browser, ui_app):
+    """The page sent such a file once and showed the service's 422 (split it by hand): the 422 too_many_rows gives
+    the file's rows, and the page sends the file again in parts, each its form field first_row, as a PDF's pages."""
+    most = UPLOAD_LIMITS["max_documents_per_request"]
+    open_indices(browser, ui_app)
+    parts = browser.execute_script("""
+        const request = filesRequest([new File(["id,text"], "big.csv")], {replace: true});
+        const refusal = new ApiError("too many rows", {code: "too_many_rows", rows: arguments[0]});
+        return smallerRequests(request, refusal).map(({part, body}) =>
+          [part.first, part.last, body.get("first_row"), body.get("replace"), body.getAll("files").length]);""",
+                                   2 * most + 1)
+    assert parts == [[1, most, "1", "true", 1], [most + 1, 2 * most, str(most + 1), "true", 1],
+                     [2 * most + 1, 2 * most + 1, str(2 * most + 1), "true", 1]]
+
+
+@pytest.mark.slow  # four ingestion tasks, one after another
+def test_a_csv_file_of_more_rows_than_a_request_may_add_is_sent_in_parts_and_every_row_is_added(
+        browser, ui_app, tmp_path):
+    most = UPLOAD_LIMITS["max_documents_per_request"]
+    name = "ui-csv-parts-" + secrets.token_hex(3)
+    rows = [(f"kea-{n}", f"Kea {n}", f"Kea {n} lives in valley {n}.") for n in range(2 * most + 1)]
+    (tmp_path / "kea.csv").write_text("id,title,text\n" + "".join(",".join(row) + "\n" for row in rows))
+    (tmp_path / "notes.txt").write_text("Honey bees keep hives.\n")  # in one request with the CSV: too many rows
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    choose(browser, tmp_path / "kea.csv", tmp_path / "notes.txt")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=300)
+    assert error_text(browser) == ""
+    assert by_id(browser, "upload-status").text.startswith(f"added {len(rows) + 1} document(s) to {name}")
+    listed = ui_app.api("GET", f"/v1/indices/{name}/documents?limit=1000").json()["documents"]
+    assert sorted(doc["id"] for doc in listed) == sorted([row[0] for row in rows] + ["notes.txt"])
+    ui_app.api("DELETE", f"/v1/indices/{name}")
+
+
 def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_front_matter_is_metadata(
         browser, ui_app, tmp_path):
     name = "ui-read-" + secrets.token_hex(3)
