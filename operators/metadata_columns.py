@@ -20,19 +20,24 @@ RESERVED = frozenset({"_id", "id", "docno", "doc_id", "text", "title", "vector",
 #: Besides ``RESERVED``, a document file's own columns (``path``, ``page``): a front matter field of one of these
 #: names would be overwritten by them. (A JSON document's metadata may use them: nothing else writes them there.)
 FILE_RESERVED = RESERVED | {"path", "page"}
+#: A ranking step's copies of its scores and ranks (``score_bm25``, ``rank_dense``) are the data model's, typed
+#: float and int32 (``operators.output_checks``): a metadata column so named, of another type, failed every search
+#: of its index (a 500), and one of that type was replaced by the step's score. No metadata name starts with these.
+RANKING_PREFIXES = ("score_", "rank_")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def is_metadata_name(name: str, reserved: frozenset[str] = RESERVED) -> bool:
     """Whether ``name`` may name a metadata column: a letter, then letters, digits or _ (64 at most), and none
-    of ``reserved``."""
-    return bool(_NAME.fullmatch(name)) and name not in reserved
+    of ``reserved``, nor a ranking step's score or rank (``RANKING_PREFIXES``)."""
+    return bool(_NAME.fullmatch(name)) and name not in reserved and not name.startswith(RANKING_PREFIXES)
 
 
 def name_rule(reserved: frozenset[str] = RESERVED) -> str:
     """The rule of ``is_metadata_name``, for a message."""
     return (f"a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, and none "
-            f"of {', '.join(sorted(reserved))}")
+            f"of {', '.join(sorted(reserved))}, nor starting with {' or '.join(RANKING_PREFIXES)} (a search's scores "
+            "and ranks)")
 
 
 def metadata_fields(fields: dict[str, Any],

@@ -39,7 +39,8 @@ def _column_name(key: str) -> str:
     """A metadata key is a doc-store column; an error on it names it (``documents.3.metadata.text``)."""
     if not metadata_columns.is_metadata_name(key):
         raise ValueError(f"metadata key '{key}' is not a column name this index can take (an ASCII letter, "
-                         f"then ASCII letters, digits or _, 64 at most; none of {', '.join(sorted(RESERVED))})")
+                         f"then ASCII letters, digits or _, 64 at most; none of {', '.join(sorted(RESERVED))}, nor "
+                         f"starting with {' or '.join(metadata_columns.RANKING_PREFIXES)}, which a search writes)")
     return key
 
 

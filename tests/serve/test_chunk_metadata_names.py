@@ -64,3 +64,28 @@ def test_a_metadata_value_a_column_cannot_keep_is_a_422_naming_it(base, value):
 
     for edge in (2**63 - 1, -(2**63)):
         assert DocumentsRequest.model_validate_json(body.replace(value, str(edge))).documents[0].metadata["m"] == edge
+
+
+@pytest.mark.parametrize("name, value", [("score_bm25", 5), ("rank_dense", 1), ("score_card", "gold")])
+def test_a_metadata_name_of_a_search_score_or_rank_is_refused_and_nothing_is_queued(upload_service, name, value):
+    """A ranking step's ``score_<step>``/``rank_<step>`` columns are the data model's (float, int32): a document
+    uploaded with ``score_bm25: 5`` (an integer) or ``score_card: "gold"`` was accepted, and from its commit on every
+    search of its index failed with a 500 (``transform wrote a column of another type than the data model's``). Now
+    it is a 422 naming the field (a CSV column so named is left out, said in a warning), and the index searches on."""
+    from serve.documents import files_request
+    from serve.service_settings import Limits
+    from tests.serve.conftest import run_search, uploaded_index
+
+    uploaded_index(upload_service, "notes")  # a BM25 index of bees and ants, uploaded by the key
+    tasks = len(upload_service.store.list_tasks("local"))
+    body = {"documents": [{"id": "wasps", "text": "wasps eat insects", "metadata": {"year": 2020, name: value}}]}
+    with api_on_localhost() as base:
+        answer = requests.post(f"{base}/v1/indices/notes/documents", json=body, timeout=60)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == f"documents.0.metadata.{name}" and "starting with score_ or rank_" in error["message"]
+    hits = run_search({"flow": "bm25", "query": "honey bees", "index": "notes"}, "local")["results"][0]["hits"]
+    assert [hit["docno"] for hit in hits] == ["bees#0"] and len(upload_service.store.list_tasks("local")) == tasks
+    csv = f"id,text,{name}\nants,ants farm aphids,{value}\n".encode()
+    request, _, warnings = files_request([("ants.csv", csv)], None, False, None, Limits())
+    assert request.documents[0].metadata == {} and warnings[0].startswith(f"ants.csv: column(s) {name} left out")

@@ -50,7 +50,7 @@ def test_a_csv_upload_gives_the_documents_tessera_ingest_indexes_from_the_same_f
     assert warnings == [
         "birds.csv: column(s) Common name left out: a metadata column's name is ASCII letters, digits and _ (64 at "
         "most), starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, qid, query, rank, "
-        "score, text, title, total_chunks, vector",
+        "score, text, title, total_chunks, vector, nor starting with score_ or rank_ (a search's scores and ranks)",
         "birds.csv: 1 row(s) without a text or a title left out, as tessera ingest leaves them out"]
 
 

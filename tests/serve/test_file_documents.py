@@ -101,7 +101,8 @@ def test_front_matter_is_metadata_and_a_guessed_encoding_or_a_field_left_out_is_
         "and send it again)",
         "kea.md: front matter field(s) text left out: a metadata column's name is ASCII letters, digits and _ (64 at "
         "most), starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, page, path, qid, "
-        "query, rank, score, text, title, total_chunks, vector"]
+        "query, rank, score, text, title, total_chunks, vector"
+        ", nor starting with score_ or rank_ (a search's scores and ranks)"]
 
 
 def test_front_matter_that_is_not_valid_yaml_is_a_warning_for_the_client_not_a_log_line_of_the_service():
@@ -152,7 +153,8 @@ def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upl
     assert left_out == warnings == [
         "kea.md: front matter field(s) score, my tag, last-modified, page left out: a metadata column's name is "
         "ASCII letters, digits and _ (64 at most), starting with a letter, and none of _id, chunk_id, chunk_index, "
-        "doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, vector"]
+        "doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, vector"
+        ", nor starting with score_ or rank_ (a search's scores and ranks)"]
 
 
 @pytest.mark.parametrize("bom", [b"", codecs.BOM_UTF8], ids=["no-mark", "byte-order-mark"])

@@ -300,9 +300,11 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
         "text left out: a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, "
         "and none of _id, "
         "chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, "
-        "vector; birds.csv: column(s) Common name left out: a metadata column's name is ASCII letters, digits and _ "
-        "(64 at most), starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, qid, query, "
-        "rank, score, text, title, total_chunks, vector; birds.csv: 1 row(s) without a text or a title left out, as "
+        "vector, nor starting with score_ or rank_ (a search's scores and ranks); birds.csv: column(s) Common name "
+        "left out: a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, and "
+        "none of _id, chunk_id, chunk_index, doc_id, docno, id, qid, query, rank, score, text, title, total_chunks, "
+        "vector, nor starting with score_ or rank_ (a search's scores and ranks); birds.csv: 1 row(s) without a text "
+        "or a title left out, as "
         "tessera ingest leaves them out")
     listed = {doc["id"]: doc for doc in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]}
     assert (listed["kaka"]["title"], listed["kaka"]["metadata"]) == ("Kākā", {"year": 2023})
