@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from operators.metadata_columns import CHUNK_COLUMNS
+from operators.metadata_columns import CHUNK_COLUMNS, RANKING_PREFIXES
 from operators.sources._common import column_as_text
 
 #: The document's own columns: the sources make them text already.
@@ -27,6 +27,15 @@ OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "_pieces", "doc_id",
 SEARCH_COLUMNS = ("qid", "query", "rank", "score", "vector")
 #: A source's fields that ingestion leaves out (``shards.prepare``), named in staging's warning.
 LEFT_OUT_COLUMNS = (*OWN_COLUMNS, *SEARCH_COLUMNS)
+#: ``LEFT_OUT_COLUMNS`` and the prefixes it leaves out too, for a message.
+LEFT_OUT_RULE = ", ".join((*LEFT_OUT_COLUMNS, *(f"{prefix}*" for prefix in RANKING_PREFIXES)))
+
+
+def left_out(name: str) -> bool:
+    """Whether ingestion leaves out a source's field so named: one of ``LEFT_OUT_COLUMNS``, or a ranking step's
+    ``score_<step>``/``rank_<step>`` (``metadata_columns.RANKING_PREFIXES``), which a search writes in the data
+    model's types: a ``score_bm25: 5`` stored as an integer failed every search of the index."""
+    return name in LEFT_OUT_COLUMNS or name.startswith(RANKING_PREFIXES)
 
 
 def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:

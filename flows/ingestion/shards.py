@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flows.ingestion import reuse
-from flows.ingestion.column_types import LEFT_OUT_COLUMNS
+from flows.ingestion.column_types import left_out
 from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
@@ -157,7 +157,7 @@ def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None, enrichers: 
     chunker = chunker if chunker is not None else _chunker(job)
     enrichers = enrichers if enrichers is not None else _enrichers(job)
     docs = last_copies(docs)  # a shard staged with --replace may repeat an id: the last copy wins
-    docs = docs.drop_columns([c for c in LEFT_OUT_COLUMNS if c in docs.column_names])  # a source's fields so named
+    docs = docs.drop_columns([c for c in docs.column_names if left_out(c)])  # a source's fields so named
     docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
     failed: list[pa.Table] = []
     for op in enrichers:

@@ -39,7 +39,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes
+from flows.ingestion.column_types import LEFT_OUT_RULE, ColumnTypes, left_out
 from flows.ingestion.digests import docs_digest, meta_digest
 from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError, read_staging_json
 from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, follow_advice,
@@ -302,7 +302,7 @@ class Stager:
                 continue
             if item.num_rows == 0:
                 continue
-            owned.update(c for c in item.column_names if c in LEFT_OUT_COLUMNS)
+            owned.update(c for c in item.column_names if left_out(c))
             current.tables.append(types.fit(item))
             current.rows += item.num_rows
             on_docs(item.num_rows)
@@ -326,7 +326,7 @@ class Stager:
             where = self.params.get("path") or self.params.get("folder") or self.op.name
             log.warning("%s: field(s) %s are left out: they are named as columns the ingest or a search writes "
                         "itself (%s), which would replace them; rename them in the source to keep them", where,
-                        ", ".join(sorted(owned)), ", ".join(LEFT_OUT_COLUMNS))
+                        ", ".join(sorted(owned)), LEFT_OUT_RULE)
         if failed > LOGGED_FAILURES:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:

@@ -324,6 +324,30 @@ def test_fields_named_as_the_columns_a_search_writes_are_left_out_saying_so(tmp_
     assert (hit["qid"], hit["rank"], hit["score"] != 5) == ("1", 1, True)
 
 
+def test_fields_named_as_a_search_steps_scores_and_ranks_are_left_out_and_the_index_searches(tmp_path, caplog):
+    """A ranking step's score_<step> and rank_<step> are the data model's (float, int32): a document's
+    "score_bm25": 5 (an integer) or "score_card": "gold" was stored, and every search of the index then failed
+    (transform wrote a column of another type than the data model's), in tessera run and the service alike."""
+    import logging
+
+    import pyarrow as pa
+
+    from operators.registry import create
+
+    path = tmp_path / "meta.jsonl"
+    write_jsonl(path, [{"_id": "a", "text": "crows are clever birds", "score_bm25": 5, "rank_dense": 2,
+                        "score_card": "gold", "year": 1999}])
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    [line] = [r.getMessage() for r in caplog.records if "are left out" in r.getMessage()]
+    assert "rank_dense, score_bm25, score_card are left out" in line and "score_*, rank_*" in line, line
+    row = rows_by_doc(tmp_path / "idx")["a"]
+    assert row["year"] == 1999 and not {"score_bm25", "rank_dense", "score_card"} & set(row), row
+    hit = create("retrieve.bm25", {"index": str(tmp_path / "idx"), "k": 1}, step_id="bm25")(
+        pa.table({"qid": ["1"], "query": ["crows"]})).to_pylist()[0]
+    assert (hit["docno"], hit["rank"], hit["year"]) == ("a", 1, 1999)
+
+
 def test_documents_with_qid_or_query_fields_do_not_take_the_place_of_the_queries(tmp_path):
     """A document's "qid" replaced each result's query id: two queries' hits were one query's (the run said
     '1 query', both queries 'no results')."""
