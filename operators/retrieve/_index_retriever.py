@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.filters import FilterError, MetadataFilter, apply_filter, evaluation_error
+from operators.metadata_columns import RANKING_PREFIXES
 from operators.tables import query_rows, set_ranking
 
 _lock = threading.Lock()
@@ -305,7 +306,10 @@ class IndexRetriever(Operator):
                 if len(rows) else np.zeros(0, np.int64)
             top = np.nonzero(position < k)[0]
             rows, scores, docs = rows[top], scores[top], docs.take(pa.array(top, pa.int64()))
-        doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS]  # a document's own qid is no query's
+        # A document's own qid is no query's, and its score_x or rank_x no ranking of this search: an index written
+        # before uploads and ingestion left such fields out (``"score_bm25": 5``, ``"score_card": "gold"``, of types
+        # the data model gives no such column) failed every search with a 500. A filter still reads them.
+        doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS and not c.startswith(RANKING_PREFIXES)]
         owned = set(doc_columns).union(self.RESULT_COLUMNS, (f"score_{self.step_id}", f"rank_{self.step_id}"))
         kept = [c for c in queries.column_names if c not in owned]
         columns = dict(zip(kept, queries.select(kept).take(rows).columns))

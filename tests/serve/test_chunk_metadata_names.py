@@ -89,3 +89,28 @@ def test_a_metadata_name_of_a_search_score_or_rank_is_refused_and_nothing_is_que
     csv = f"id,text,{name}\nants,ants farm aphids,{value}\n".encode()
     request, _, warnings = files_request([("ants.csv", csv)], None, False, None, Limits())
     assert request.documents[0].metadata == {} and warnings[0].startswith(f"ants.csv: column(s) {name} left out")
+
+
+def test_an_index_that_holds_a_score_or_rank_column_already_is_searched_and_filtered_on_it(make_service):
+    """An index written before uploads and ``tessera ingest`` left such fields out (a document's ``score_dense: 5``,
+    ``score_card: "gold"``) failed every search with a 500; a hit now leaves those columns out (it has its own
+    scores), and a filter still reads them."""
+    import pyarrow as pa
+
+    from tests.serve.conftest import two_document_index
+
+    service = make_service()
+    two_document_index(service.indices.folder / "older", score_dense=pa.array([5, 1]),
+                       score_card=pa.array(["gold", "lead"]), rank_bm25=pa.array([7, 8]))
+    with api_on_localhost() as base:
+        answer = requests.post(f"{base}/v1/search", json={"flow": "bm25", "query": "honey bees", "index": "older"},
+                               timeout=60)
+        assert answer.status_code == 200, answer.text
+        [hit] = answer.json()["results"][0]["hits"]
+        assert (hit["docno"], hit["rank_bm25"], isinstance(hit["score_bm25"], float)) == ("bees#0", 1, True), hit
+        assert not {"score_dense", "score_card"} & set(hit), hit
+        body = {"flow": "bm25", "query": "honey ants", "index": "older",
+                "params": {"bm25.filter": {"field": "score_card", "eq": "lead"}}}
+        filtered = requests.post(f"{base}/v1/search", json=body, timeout=60)
+        assert filtered.status_code == 200, filtered.text
+        assert [h["docno"] for h in filtered.json()["results"][0]["hits"]] == ["ants#0"]
