@@ -49,6 +49,11 @@ SWEEP_EVERY_S = 30.0
 #: The query's columns a result row keeps from its query even where the index has a metadata column of that name
 #: (a corpus whose documents carry a ``qid``): they say which query the row answers.
 QUERY_COLUMNS = ("qid", "query")
+#: The columns the query rewriting steps write on each query (``query.expand``, ``query.decompose``,
+#: ``query.keywords``, ``query.contextualize``): where the queries have one, a hit keeps the query's, not a document's
+#: metadata column of that name (a document's ``original_qid: "x"`` sent its hits to a query x, which
+#: ``fuse.expanded_queries`` has none of: bm25_expanded found nothing). Without one, the document's is kept.
+REWRITE_COLUMNS = ("original_qid", "original_query", "query_source", "extra_queries")
 _swept = time.monotonic()
 #: The most results per query a retriever returns (``k``).
 MAX_K = 10_000
@@ -309,7 +314,8 @@ class IndexRetriever(Operator):
         # A document's own qid is no query's, and its score_x or rank_x no ranking of this search: an index written
         # before uploads and ingestion left such fields out (``"score_bm25": 5``, ``"score_card": "gold"``, of types
         # the data model gives no such column) failed every search with a 500. A filter still reads them.
-        doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS and not c.startswith(RANKING_PREFIXES)]
+        doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS and not c.startswith(RANKING_PREFIXES)
+                       and not (c in REWRITE_COLUMNS and c in queries.column_names)]
         owned = set(doc_columns).union(self.RESULT_COLUMNS, (f"score_{self.step_id}", f"rank_{self.step_id}"))
         kept = [c for c in queries.column_names if c not in owned]
         columns = dict(zip(kept, queries.select(kept).take(rows).columns))

@@ -75,6 +75,30 @@ def test_query_columns_pass_through_and_unmatched_queries_give_no_rows(bm25_inde
     assert set(out.column("qid").to_pylist()) == {"b"} and out.column("session").to_pylist() == ["s2"] * 3
 
 
+def test_a_query_rewrites_columns_stay_the_querys_where_a_document_has_a_column_so_named(tmp_path):
+    """A document's metadata ``original_qid: "zzz"`` took the place of an expanded query's in each of its hits, so
+    ``fuse.expanded_queries`` gave them to a query zzz and the question kept none (bm25_expanded over such an index
+    found nothing, and rag's hits showed the document's ``original_query``). Where the queries have no such column, a
+    hit keeps the document's."""
+    from operators.store import Index, IndexSettings
+
+    Index.create(tmp_path / "idx", IndexSettings(dense=False)).add(pa.table({
+        "docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+        "text": ["honey bees make honey", "ants farm aphids for honeydew"], "original_qid": ["zzz", "zzz"],
+        "original_query": ["a stored question", "a stored question"], "query_source": ["crawl", "crawl"]}))
+    expanded = pa.table({"qid": ["1", "1#1"], "query": ["honey bees", "ants aphids"], "original_qid": ["1", "1"],
+                         "original_query": ["honey bees", "honey bees"], "query_source": ["original", "keywords"]})
+    hits = create("retrieve.bm25", {"index": str(tmp_path / "idx"), "k": 2}, step_id="bm25")(expanded)
+    assert sorted(zip(hits["qid"].to_pylist(), hits["docno"].to_pylist(), hits["original_qid"].to_pylist(),
+                      hits["original_query"].to_pylist(), hits["query_source"].to_pylist())) == [
+        ("1", "bees#0", "1", "honey bees", "original"), ("1#1", "ants#0", "1", "honey bees", "keywords")]
+    fused = create("fuse.expanded_queries", {}, step_id="fused")(hits)
+    assert sorted(zip(fused["qid"].to_pylist(), fused["docno"].to_pylist())) == [("1", "ants#0"), ("1", "bees#0")]
+    plain = create("retrieve.bm25", {"index": str(tmp_path / "idx"), "k": 1}, step_id="bm25")(
+        pa.table({"qid": ["1"], "query": ["honey bees"]}))
+    assert (plain["original_qid"].to_pylist(), plain["query_source"].to_pylist()) == (["zzz"], ["crawl"])
+
+
 FILTER = {"field": "year", "eq": 2002, "country": "JP"}  # about 1 doc in 30 x 5 -> 33 of 1000
 
 
