@@ -28,6 +28,9 @@ def check_result_path(path: str | Path) -> Path:
     exists: permission bits do not tell, for root or in ``/proc``); a run's results are never computed to be
     thrown away."""
     path = Path(path)
+    if _is_folder(path):  # `--out .` or `--out /tmp`: a folder, not a file whose name ('', 'tmp') lacks a suffix
+        raise SpecError(f"cannot write {path}: it is a folder; give a file in it, such as "
+                        f"{path / 'results.parquet'}", field="out")
     if path.suffix.lower() not in RESULT_SUFFIXES:
         raise SpecError(f"cannot write '{path.name}': the output file must end in {', '.join(RESULT_SUFFIXES)}",
                         field="out")
@@ -36,6 +39,14 @@ def check_result_path(path: str | Path) -> Path:
     except OSError as err:  # a name too long, a loop of links: what the filesystem says, in one line
         raise SpecError(f"cannot write --out {path}: {err.strerror or err}", field="out") from None
     return path
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; a name too long to be one is not (``_check_folder`` says what is wrong)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _target(path: Path) -> Path:

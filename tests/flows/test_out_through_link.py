@@ -60,3 +60,15 @@ def test_a_link_to_a_file_not_made_yet_makes_it_and_a_loop_is_refused(tmp_path, 
     assert status == 2 and err.strip().splitlines() == [
         f"tessera: error: field '--out': cannot write --out {loop}: Too many levels of symbolic links"], err
     assert loop.is_symlink()
+
+
+@pytest.mark.parametrize("out", ["results", "."])
+def test_an_out_that_is_a_folder_is_named_as_a_folder_not_as_a_name_without_a_suffix(tmp_path, tessera, out):
+    folder = tmp_path / "results" if out == "results" else Path(out)
+    folder.mkdir(exist_ok=True)
+    before = sorted(p.name for p in folder.iterdir())
+    status, err = tessera(folder)
+    assert status == 2 and err.strip().splitlines() == [
+        f"tessera: error: field '--out': cannot write {folder}: it is a folder; give a file in it, such as "
+        f"{folder / 'results.parquet'}"], err
+    assert sorted(p.name for p in folder.iterdir()) == before
