@@ -116,6 +116,9 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
         source: str | Path = sys.stdin.read()
     else:
         source = Path(args.file)
+        if source.is_dir():  # said as `tessera run` says it, not "not found" of a folder that is there
+            raise CliError(f"'{args.file}' is a folder, not a spec file: give the YAML or JSON file in it",
+                           field="file")
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
     path, replaced = store.save_kept(args.name, FlowSpec.load(source), force=args.force)

@@ -86,3 +86,13 @@ def test_a_flow_whose_index_settings_no_index_takes_is_not_saved(home, tmp_path,
     assert main(["flows", "save", "enc", str(spec)]) == 2
     assert "stopwords: Input should be a valid string (got False); YAML reads unquoted no" in capsys.readouterr().err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
+
+
+def test_a_folder_given_as_the_spec_file_is_named_as_a_folder(home, tmp_path, capsys):
+    specs = tmp_path / "specs.yaml"
+    specs.mkdir()
+    assert main(["flows", "save", "mine", str(specs)]) == 2  # "spec file not found" before, of a folder that is there
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"tessera: error: field 'FILE': '{specs}' is a folder, not a spec file: give the YAML or JSON file in it"], err
+    assert not (home / "flows").exists() or not list((home / "flows").iterdir())
