@@ -21,6 +21,21 @@ def check_readable(file: str) -> None:
                        f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
     if file != "-" and not Path(file).exists():
         raise CliError(f"no such file: {file}", field="FILE")
+    if (kind := _other_format(file)) is not None:  # read as JSON lines, a Parquet file was "not UTF-8: give --encoding"
+        raise CliError(f"{file} is a {kind} file; FILE is one JSON Lines file of documents (to add a {kind} file's "
+                       f"documents, ingest it: tessera ingest --source {file} --index ...)", field="FILE")
+
+
+def _other_format(file: str) -> str | None:
+    """The format ``tessera ingest`` reads ``file`` as, by its suffix, where that is not JSON lines: Parquet, CSV,
+    TSV, PDF, Markdown or HTML. A ``.txt`` file is not named: JSON lines are sometimes kept under that suffix."""
+    from pathlib import Path
+
+    from flows.ingestion.plan import FORMATS
+
+    name = Path(file).name.lower()
+    return next((label for label, suffixes, _, _ in FORMATS if label not in ("JSONL", "text")
+                 and name.endswith(suffixes)), None)
 
 
 def _label(file: str) -> str:

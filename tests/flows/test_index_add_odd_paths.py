@@ -108,3 +108,23 @@ def test_a_folder_given_as_the_documents_file_is_called_a_folder_not_missing(tmp
     from operators.store import Index
 
     assert len(Index.open(idx)) == 1
+
+
+@pytest.mark.parametrize("name, kind", [("corpus.parquet", "Parquet"), ("corpus.csv", "CSV"), ("report.pdf", "PDF")])
+def test_a_file_of_another_format_than_json_lines_is_named_by_its_format(tmp_path, docs, one_line_error, name, kind):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    idx, file = tmp_path / "idx", tmp_path / name
+    assert main(["index", "add", str(idx), str(docs), "--no-dense"]) == 0
+    if kind == "Parquet":  # read as JSON lines, its bytes were "not UTF-8 text ... give the file's encoding"
+        pq.write_table(pa.table({"_id": ["p1"], "text": ["wasps"]}), file)
+    else:
+        file.write_bytes(b"_id,text\nc1,wasps\n" if kind == "CSV" else b"%PDF-1.4\n\xe2\xe3\xcf\xd3\n")
+    for command in ("add", "update"):
+        line = one_line_error("index", command, str(idx), str(file))
+        assert line.endswith(f"field 'FILE': {file} is a {kind} file; FILE is one JSON Lines file of documents (to "
+                             f"add a {kind} file's documents, ingest it: tessera ingest --source {file} --index ...)")
+    from operators.store import Index
+
+    assert Index.open(idx).live_doc_ids() == {"d1"}
