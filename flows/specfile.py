@@ -66,6 +66,9 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
         if Path(text).is_dir():  # a plugin's folder, say: there, but not a spec
             raise SpecError(f"'{text}' is a folder, not a spec file: give the YAML or JSON file in it", field="spec")
         raise SpecError(f"spec file '{text}' does not exist", field="spec")
+    if text in store.recipe_names():  # `tessera flows list` lists it, as a recipe
+        raise SpecError(f"'{text}' is a training recipe, not a flow to run: train with it by tessera train --spec "
+                        f"{text} (tessera flows show {text} shows it)", field="spec")
     missing = f"no flow spec file or built-in flow named '{text}', and no saved flow by that name"
     if hint := store.did_you_mean(text, [*store.builtin_names(), *store.saved_names()]):
         raise SpecError(f"{missing}{hint} (tessera flows list shows them all)", field="spec")

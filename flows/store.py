@@ -26,6 +26,9 @@ from operators.home import tessera_home
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
 #: The built-in flows, shipped with the package.
 BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
+#: The built-in training recipes (``flows.train.recipe`` reads them): ``tessera flows list`` lists them, so a flow name
+#: that is one is refused as a recipe, not as a name found nowhere.
+RECIPES_DIR = Path(__file__).resolve().parent / "train" / "recipes"
 #: What a spec file ends with (a built-in is NAME plus one of these).
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -54,6 +57,11 @@ def default_cache_dir() -> Path:
 
 def builtin_names() -> list[str]:
     return sorted({p.stem for suffix in SPEC_SUFFIXES for p in BUILTIN_DIR.glob(f"*{suffix}")})
+
+
+def recipe_names() -> list[str]:
+    """The built-in training recipes (``flows/train/recipes/NAME.yaml``)."""
+    return sorted(path.stem for path in RECIPES_DIR.glob("*.yaml"))
 
 
 def builtin_path(name: str) -> Path | None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flows import store
 from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
@@ -44,7 +45,7 @@ KINDS: tuple[str, ...] = get_args(Kind)
 DATA_FREE_KINDS = ("static",)
 SECTION = "training"
 #: The built-in recipes.
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+RECIPES_DIR = store.RECIPES_DIR
 
 
 class ColbertParams(BaseModel):
@@ -190,9 +191,7 @@ def _check_bases(kinds: list[str], training: TrainingSection, output: Path, pref
             raise TrainError(f"{kind}'s base: {why}", field=f"{SECTION}.{kind.replace('-', '_')}.base") from None
 
 
-def recipe_names() -> list[str]:
-    """The built-in recipes (``flows/train/recipes/NAME.yaml``)."""
-    return sorted(path.stem for path in RECIPES_DIR.glob("*.yaml"))
+recipe_names = store.recipe_names
 
 
 def recipe_path(source: str | Path) -> Path:

@@ -211,7 +211,8 @@ def test_every_builtin_recipe_builds_and_is_not_a_flow(name):
     assert training.split == "train"
     assert flow_spec.build().order
     assert name not in builtin_names()
-    with pytest.raises(SpecError, match=f"no flow spec file or built-in flow named '{name}'"):
+    with pytest.raises(SpecError, match=f"'{name}' is a training recipe, not a flow to run: train with it by "
+                       f"tessera train --spec {name}"):  # not "no flow ... named", of a name `flows list` lists
         FlowSpec.load(name)
 
 

@@ -107,6 +107,20 @@ def test_a_name_close_to_no_flow_lists_them_with_no_guess(name):
     assert "did you mean" not in err.value.message, err.value.message
 
 
+@pytest.mark.parametrize("name", ["train", "train_long"])
+def test_a_training_recipes_name_is_refused_as_a_recipe_not_as_a_name_found_nowhere(name, tmp_path, monkeypatch):
+    """``tessera flows list`` lists the recipes; ``tessera run train`` said no flow was named 'train'."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    with pytest.raises(SpecError) as err:
+        read_mapping(name)
+    assert err.value.message == (f"'{name}' is a training recipe, not a flow to run: train with it by tessera train "
+                                 f"--spec {name} (tessera flows show {name} shows it)")
+    saved = tmp_path / "home" / "flows" / f"{name}.yaml"  # a saved flow of that name is still the flow it names
+    saved.parent.mkdir(parents=True)
+    saved.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25}\n")
+    assert read_mapping(name) == ({"steps": {"bm25": {"op": "retrieve.corpus_bm25"}}}, saved)
+
+
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_a_spec_file_with_a_byte_order_mark_reads_as_without(tmp_path, suffix):
     """Editors on Windows write a UTF-8 byte order mark; YAML dropped it, JSON refused the file for it."""
