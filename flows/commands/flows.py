@@ -111,9 +111,11 @@ def _cmd_flows_show(args: argparse.Namespace) -> int:
 def _cmd_flows_save(args: argparse.Namespace) -> int:
     from flows import store
     from flows.spec import FlowSpec
+    from flows.specfile import load_yaml
 
-    if args.file == "-":
-        source: str | Path = sys.stdin.read()
+    if args.file == "-":  # the spec's text, read as YAML or JSON: never a flow's name or a file's path, which a
+        # line without its newline (`printf 'steps: ...'`, `echo -n hybrid`) was taken for; nothing at all is empty
+        spec = FlowSpec.parse(load_yaml(sys.stdin.read()))
     else:
         source = Path(args.file)
         if source.is_dir():  # said as `tessera run` says it, not "not found" of a folder that is there
@@ -121,7 +123,8 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
                            field="file")
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
-    path, replaced = store.save_kept(args.name, FlowSpec.load(source), force=args.force)
+        spec = FlowSpec.load(source)
+    path, replaced = store.save_kept(args.name, spec, force=args.force)
     report(args, {"name": args.name, "path": str(path), "replaced": replaced},
            f"{'replaced' if replaced else 'saved'} flow '{args.name}' {'at' if replaced else 'to'} {path}")
     return EXIT_OK

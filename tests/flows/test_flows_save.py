@@ -96,3 +96,27 @@ def test_a_folder_given_as_the_spec_file_is_named_as_a_folder(home, tmp_path, ca
     assert err.strip().splitlines() == [
         f"tessera: error: field 'FILE': '{specs}' is a folder, not a spec file: give the YAML or JSON file in it"], err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
+
+
+def test_standard_input_is_read_as_the_specs_text_never_as_a_flow_name_or_a_path(home, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """``printf 'steps: ...' | tessera flows save NAME -``: one line without its newline was looked up as a flow's
+    name ("no flow ... named 'steps: ...'"), ``printf hybrid`` saved the built-in hybrid flow, and an empty input
+    was "the flow name is empty"."""
+    import io
+
+    def save(name: str, text: str) -> tuple[int, str]:
+        monkeypatch.setattr("sys.stdin", io.StringIO(text))
+        capsys.readouterr()
+        return main(["flows", "save", name, "-"]), capsys.readouterr().err
+
+    assert save("mine", BM25.strip()) == (0, "")
+    assert "params:\n      k: 3" in (home / "flows" / "mine.yaml").read_text()
+    (tmp_path / "spec.yaml").write_text(OTHER)
+    monkeypatch.chdir(tmp_path)
+    for text, said in [("hybrid", "a flow spec must be a mapping (with its 'steps'), got a string ('hybrid')"),
+                       ("spec.yaml", "a flow spec must be a mapping (with its 'steps'), got a string ('spec.yaml')"),
+                       ("", "the spec is empty: a flow spec is a mapping with its 'steps'")]:
+        status, err = save("other", text)
+        assert status == 2 and err.strip().splitlines() == [f"tessera: error: field 'FILE': {said}"], err
+    assert sorted(p.name for p in (home / "flows").iterdir()) == ["mine.yaml"]
