@@ -42,7 +42,8 @@ INDEX_HELP = "an index folder, or a bare name (no '/'): $TESSERA_HOME/indices/NA
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     index = sub.add_parser("index", help="inspect or update an index in place",
-                           description=__doc__.split("::")[0].strip())
+                           description="Inspect an index (info, documents) or change it in place (add, update, "
+                                       "delete, compact).")
     isub = index.add_subparsers(title="actions", metavar="ACTION")
     info = isub.add_parser("info", parents=[common], help="settings, shards, counts, tombstones")
     info.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)

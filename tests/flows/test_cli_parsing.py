@@ -108,3 +108,17 @@ def test_version_prints_the_installed_package_version(capsys):
 def test_ops_json_and_format_together_are_refused_not_one_dropped(capsys):
     err = _usage_error(capsys, ["ops", "--json", "--format", "mosaic"])
     assert "argument --format: not allowed with argument --json" in err, err
+
+
+@pytest.mark.parametrize("command", [("index",), ("cache",), ("flows",), ("models",), ("keys",)])
+def test_a_command_groups_help_names_its_actions_in_plain_text(capsys, command):
+    """``tessera index --help`` printed its module's docstring: "``tessera index``: ... (add, update, delete)",
+    reStructuredText's quotes, and not the documents and compact actions it lists below."""
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out, out
+    if command == ("index",):
+        said = " ".join(out.split())  # argparse wraps the description at the terminal's width
+        assert "Inspect an index (info, documents) or change it in place (add, update, delete, compact)." in said, out
