@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     parser.add_argument("flow", metavar="FLOW", help="spec file (YAML/JSON), built-in or saved flow name")
     parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT", action="append",
                         help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv), "
-                        "'-' for standard input (JSON lines if it starts with '{', else one query a line), "
+                        "'-' for standard input (JSON lines if it starts with '{', a JSON array with '[', "
+                        "qid<TAB>query lines if every line has a tab, else one query a line), "
                         "or one query text; repeat it for several query texts (-q 'first' -q 'second'); may be "
                         "left out when FLOW is a mosaicRAG request with a query")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,

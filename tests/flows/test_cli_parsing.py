@@ -122,3 +122,13 @@ def test_a_command_groups_help_names_its_actions_in_plain_text(capsys, command):
     if command == ("index",):
         said = " ".join(out.split())  # argparse wraps the description at the terminal's width
         assert "Inspect an index (info, documents) or change it in place (add, update, delete, compact)." in said, out
+
+
+def test_run_help_says_how_standard_input_is_read_as_the_queries_reader_reads_it(capsys):
+    """It said "JSON lines if it starts with '{', else one query a line": a JSON array and tab-separated lines
+    (``flows.queries``' other two formats of standard input) were read as one query a line, by its words."""
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert ("'-' for standard input (JSON lines if it starts with '{', a JSON array with '[', qid<TAB>query lines if "
+            "every line has a tab, else one query a line)") in said, said
