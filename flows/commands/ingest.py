@@ -19,6 +19,7 @@ this command with ``--executor ray`` by default, for ``ray job submit`` on a clu
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import Sequence
@@ -94,6 +95,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.set_defaults(handler=handle)
 
 
+def _matches_a_file(pattern: str) -> bool:
+    """Whether the glob names a file, as the read step expands it (``~``, ``**``)."""
+    import glob
+
+    return any(os.path.isfile(path) for path in glob.iglob(os.path.expanduser(pattern), recursive=True))
+
+
 def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
     from flows.ingestion import ingest
@@ -105,6 +113,9 @@ def handle(args: argparse.Namespace) -> int:
     if glob and uris.is_uri(args.source):  # read as a file of that name, it said "no file matches"
         raise CliError(f"--source '{args.source}': a URI names one file or folder, not a glob; give the folder "
                        f"({args.source.rsplit('/', 1)[0]}/), or the glob as a local path", field="--source")
+    if glob and not uris.is_uri(args.source) and not _matches_a_file(args.source):  # the read step named 'params.path'
+        raise CliError(f"cannot read --source '{args.source}': no file matches it (working directory {os.getcwd()})",
+                       field="--source")
     check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source},
                     executor=args.executor)
     overrides = {}

@@ -63,6 +63,20 @@ def test_a_path_that_is_not_there_is_refused_saying_so(tmp_path, name):
         build_plan(None, str(tmp_path / name), False)
 
 
+@pytest.mark.parametrize("pattern", ["docs/*.jsonl", "docs/**/*.md", "docs/*", "nowhere/*.csv"])
+def test_a_glob_that_matches_no_file_is_named_as_the_source_option(tmp_path, monkeypatch, capsys, pattern):
+    """The read step's own error said "step 'read', operator 'sources.jsonl', field 'params.path': no file matches
+    ...", naming a param of a spec the user never wrote; the command's other refusals of --source name it."""
+    (tmp_path / "docs" / "sub").mkdir(parents=True)  # folders alone: no file to read
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert main(["ingest", "--source", pattern, "--index", "idx", "--no-dense", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"tessera: error: field '--source': cannot read --source '{pattern}': no file matches it (working directory "
+        f"{tmp_path})"]
+    assert not (tmp_path / "home" / "indices" / "idx").exists()
+
+
 def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path, caplog):
     csvs, tsvs, beir, mixed, none = (tmp_path / n for n in ("csvs", "tsvs", "beir", "mixed", "none"))
     for folder in (csvs, tsvs, beir, mixed, none):
