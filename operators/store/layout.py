@@ -37,7 +37,8 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
     name in the working directory is not the index: which index a name means must not depend on
     where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
     ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s. An empty
-    name is refused: it would be ``$TESSERA_HOME/indices`` itself, the folder of every named index. Anything but
+    name is refused: it would be ``$TESSERA_HOME/indices`` itself, the folder of every named index; so is a name
+    with a control character (a pasted newline or escape: a folder no listing shows as typed). Anything but
     text or a path (None, a number, a list) is refused naming what it got, not with ``os.fspath``'s TypeError."""
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise IndexStoreError(f"an index is a name or a path (str or pathlib.Path), got {type(name_or_path).__name__} "
@@ -46,6 +47,10 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
         raise IndexStoreError(f"an index name cannot be empty, got {os.fspath(name_or_path)!r}: give a name or a "
                               "path")
     if is_index_name(name_or_path):
+        if any(ord(char) < 32 or ord(char) == 127 for char in str(name_or_path)):  # made a folder 'a<newline>b', and
+            # an ESC in it went to the terminal in the line that named the index
+            raise IndexStoreError(f"an index name cannot hold control characters (a newline, a tab, an escape), got "
+                                  f"{str(name_or_path)!r}: give a name of letters, digits, '_', '.' or '-'")
         return tessera_home() / "indices" / str(name_or_path)
     return expand_user(name_or_path).absolute()
 

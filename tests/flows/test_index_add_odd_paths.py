@@ -74,6 +74,18 @@ def test_an_empty_name_is_refused_not_made_an_index_in_the_folder_of_all_indices
     assert not (home / "indices").exists()
 
 
+@pytest.mark.parametrize("name", ["a\nb", "x\ty", "c\x1b[31mred"])
+def test_a_name_with_a_control_character_is_refused_not_made_a_folder(tmp_path, docs, one_line_error, name):
+    """``tessera index add 'c<ESC>[31mred' docs.jsonl`` made that folder, and its line sent the escape to the
+    terminal; a newline made a folder ``a``-newline-``b``, printed over two lines."""
+    home = tmp_path / "home"
+    said = f"an index name cannot hold control characters (a newline, a tab, an escape), got {name!r}"
+    for command in (add, ingest):
+        assert said in command(one_line_error, name, docs)
+    assert said in one_line_error("run", "bm25", "--index", name, "--queries", "honey bees")
+    assert not (home / "indices").exists() or list((home / "indices").iterdir()) == []
+
+
 def test_a_home_folder_of_no_user_is_one_line(docs, one_line_error):
     lines = [add(one_line_error, "~nosuchuser-tessera/x", docs), ingest(one_line_error, "~nosuchuser-tessera/x", docs),
              one_line_error("index", "info", "~nosuchuser-tessera/x")]
