@@ -25,6 +25,7 @@ query with qid ``1``; several literal queries (``read_query_texts``) are numbere
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -71,6 +72,12 @@ def read_queries(source: str | Path) -> pa.Table:
         if blank(text):
             raise SpecError("the query is empty", field="queries")
         _check_length(text, "the query", max_query_chars())
+        last = (text.split() or [""])[-1]
+        if last.lower().endswith(QUERY_SUFFIXES) and not last.startswith("."):  # 'my queries.jsonl': a file's
+            # name with a space, not there ('what is a .csv' names none)
+            logging.getLogger("flows.queries").warning(
+                "--queries %s is no file in %s: it is searched as one query's text", short_repr(text, 200),
+                os.getcwd(), extra={"note": True})
         return _table([("1", text)])
     suffix = path.suffix.lower()
     try:

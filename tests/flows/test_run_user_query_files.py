@@ -145,3 +145,23 @@ def test_a_question_wider_than_its_table_is_one_line(tmp_path, spec, tessera):  
     status, out, err = tessera("run", str(spec), "-q", question, "--no-cache", home=tmp_path / "home")
     assert status == 0, err
     assert f"1: {question}\n" in out
+
+
+def test_a_text_named_like_a_queries_file_that_is_not_there_is_searched_with_a_note(tmp_path, spec, tessera,  # noqa: F811
+                                                                                     caplog):
+    """``-q "my queries.jsonl"`` (a file's name with a space, mistyped or elsewhere) was searched as a question
+    without a word: the ranked results of 'my queries.jsonl' looked like a run over the file. The note is a
+    record of the flows logger, which the console script prints as ``tessera: ...`` (hidden by --quiet)."""
+    import logging
+
+    from tests.flows.test_cli_scripting import REPO
+
+    caplog.set_level(logging.WARNING, logger="flows.queries")
+    status, out, _ = tessera("run", str(spec), "-q", "my queries.jsonl", "--no-cache", home=tmp_path / "home")
+    assert status == 0 and "1: my queries.jsonl" in out
+    assert [(r.getMessage(), r.note) for r in caplog.records if r.name == "flows.queries"] == [
+        (f"--queries 'my queries.jsonl' is no file in {REPO}: it is searched as one query's text", True)]
+    for question in ("honey bees", "what is a .csv"):
+        caplog.clear()
+        assert tessera("run", str(spec), "-q", question, "--no-cache", home=tmp_path / "home")[0] == 0
+        assert [r for r in caplog.records if r.name == "flows.queries"] == [], question
