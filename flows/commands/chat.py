@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def handle(args: argparse.Namespace) -> int:
     """Ask a flow that answers (rag by default) one question a line; follow-ups are searched for with the
-    conversation before them. /new starts over; /exit or an empty line ends."""
+    conversation before them. /new starts over; /exit or the end of input ends, and on a terminal an empty line
+    (piped input skips blank lines)."""
     from flows.executors import make_executor
     from flows.model_check import check_env, check_models
     from flows.train import train_command

@@ -132,3 +132,12 @@ def test_run_help_says_how_standard_input_is_read_as_the_queries_reader_reads_it
     said = " ".join(capsys.readouterr().out.split())
     assert ("'-' for standard input (JSON lines if it starts with '{', a JSON array with '[', qid<TAB>query lines if "
             "every line has a tab, else one query a line)") in said, said
+
+
+def test_chat_help_says_an_empty_line_ends_it_only_on_a_terminal(capsys):
+    """It said "/exit or an empty line ends"; piped questions skip blank lines and go on (``_next_question``)."""
+    with pytest.raises(SystemExit):
+        main(["chat", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert ("/new starts over; /exit or the end of input ends, and on a terminal an empty line (piped input skips "
+            "blank lines).") in said, said
