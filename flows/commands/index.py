@@ -180,6 +180,9 @@ def _cmd_documents(args: argparse.Namespace) -> int:
         print_json({"index": str(index.path), "offset": args.offset, **page})
         return EXIT_OK
     out = console()
+    if not page["total"]:  # "no document from 1 on (it holds 0)" before
+        out.print(f"{escape(str(index.path))} holds no documents", soft_wrap=True)
+        return EXIT_OK
     if not page["documents"]:  # a line, not an empty table under a title cut to its width
         out.print(f"{escape(str(index.path))}: no document from {args.offset + 1} on (it holds {page['total']})",
                   soft_wrap=True)

@@ -79,6 +79,18 @@ def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_
     assert exited.value.code == 2 and "expected 1 document or more, got 0" in capsys.readouterr().err
 
 
+def test_documents_of_an_empty_index_says_it_holds_none(tmp_path, capsys):
+    """An index whose every document was deleted (or an empty source ingested) said "no document from 1 on (it
+    holds 0)", as if the listing had started too far."""
+    idx = str(tmp_path / "idx")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", [{"_id": "d1", "text": "bees"}]), "--no-dense"]) == 0
+    assert main(["index", "delete", idx, "--doc-id", "d1"]) == 0
+    capsys.readouterr()
+    for offset in ("0", "5"):
+        assert main(["index", "documents", idx, "--offset", offset]) == 0
+        assert capsys.readouterr().out.strip() == f"{idx} holds no documents"
+
+
 def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys):
     assert main(["index", "info", str(tmp_path / "nothing")]) == 2
     assert "no index at" in capsys.readouterr().err
