@@ -132,6 +132,9 @@ def save(name: str, spec: Any, owner: str | None = None) -> Path:
     check_name(name)
     if name in builtin_names():
         raise SpecError(f"'{name}' is a built-in flow; save under another name", field="name")
+    if owner is None and name in recipe_names():  # listed beside it by `tessera flows list`, and `flows show` and
+        # `tessera train --spec` would each take another of the two
+        raise SpecError(f"'{name}' is a built-in training recipe; save under another name", field="name")
     spec = spec.model_copy(update={"name": name})
     spec.build()  # nothing invalid is saved
     folder = flows_dir(owner)

@@ -120,3 +120,14 @@ def test_standard_input_is_read_as_the_specs_text_never_as_a_flow_name_or_a_path
         status, err = save("other", text)
         assert status == 2 and err.strip().splitlines() == [f"tessera: error: field 'FILE': {said}"], err
     assert sorted(p.name for p in (home / "flows").iterdir()) == ["mine.yaml"]
+
+
+def test_a_training_recipes_name_is_not_a_saved_flows(home, tmp_path, capsys):
+    """``tessera flows save train FILE`` saved a flow that ``flows list`` listed beside the recipe ``train``:
+    ``flows show train`` then showed the flow, and ``tessera train --spec train`` used the recipe."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BM25)
+    assert main(["flows", "save", "train", str(spec)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tessera: error: field 'NAME': 'train' is a built-in training recipe; save under another name"]
+    assert not (home / "flows").exists() or not list((home / "flows").iterdir())
