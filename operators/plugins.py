@@ -2,9 +2,10 @@
 before the registry takes it (``operators.registry`` keeps the registry and the built-ins).
 
 A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name,
-takes another's name or alias, has a ``scope`` that is none of row, query, corpus and source, or cannot be called
-as the contract calls it (``transform(table)``, a source's ``read(split)``) raises ``OperatorPluginError``, one
-line naming the entry point or module.
+takes another's name or alias, has a ``scope`` that is none of row, query, corpus and source, cannot be called
+as the contract calls it (``transform(table)``, a source's ``read(split)``), has a ``Params`` that is no pydantic
+model extending its base's (a reranker's ``RerankParams``), or a resource hint the executors cannot use
+(``batch_size = 2.5``, ``num_gpus = "1"``) raises ``OperatorPluginError``, one line naming the entry point or module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, get_args
 
-from operators.base import Operator, Scope
+from pydantic import BaseModel
+
+from operators.base import NoParams, Operator, Scope
 from operators.errors import TesseraError, close_names, did_you_mean, one_line, short_repr
 
 #: The entry-point group that other packages register their operators under.
@@ -85,7 +88,7 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
         inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
                                   f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
-    if problem := _scope_problem(cls) or _method_problem(cls):
+    if problem := _scope_problem(cls) or _method_problem(cls) or _params_problem(cls) or _hints_problem(cls):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
 
@@ -125,6 +128,46 @@ def _method_problem(cls: type[Operator]) -> str | None:
     if (not positional and not takes_more) or len(required) > 1:
         got = ", ".join(["self", *(p.name for p in params)])
         return f"{method}({got}) must take one argument besides self, as {method}(self, table) -> pa.Table does"
+    return None
+
+
+def _params_problem(cls: type[Operator]) -> str | None:
+    """Why ``cls.Params`` cannot validate a step's params: not a pydantic model (``class Params:`` without
+    ``BaseModel`` failed in the spec's build with an AttributeError naming no step), or one that drops the fields of
+    its base's (a ``Reranker`` whose ``Params`` does not extend ``RerankParams`` failed reading ``text_column``)."""
+    params = cls.Params
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        return f"Params is {_describe(params)}, not a pydantic model: write class Params(BaseModel)"
+    for base in cls.__mro__[1:]:
+        wanted = vars(base).get("Params")
+        if isinstance(wanted, type) and wanted is not NoParams and not issubclass(params, wanted):
+            return (f"Params does not extend {wanted.__qualname__}, the Params of its base {base.__qualname__}, "
+                    f"whose fields the base reads: write class Params({wanted.__qualname__})")
+    return None
+
+
+#: The resource hints an operator class may set, each with what the executors take (``num_cpus = 0``: a step that
+#: waits on a service, which the Ray plan reads as taking no CPU).
+_HINTS = {"num_gpus": ("a number, 0 or more", lambda v: _number(v) and v >= 0),
+          "num_cpus": ("a number, 0 or more", lambda v: _number(v) and v >= 0),
+          "batch_size": ("a whole number above 0, or None", lambda v: v is None or _whole(v) and v > 0),
+          "concurrency": ("a whole number above 0, or None", lambda v: v is None or _whole(v) and v > 0)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _hints_problem(cls: type[Operator]) -> str | None:
+    """Why a resource hint of ``cls`` is none the executors can use: ``batch_size = 2.5`` failed in the batching
+    with a bare TypeError, ``num_gpus = "1"`` in the Ray plan."""
+    for hint, (takes, fits) in _HINTS.items():
+        if not fits(value := getattr(cls, hint)):
+            return f"{hint} = {short_repr(value)}: it takes {takes}"
     return None
 
 

@@ -263,6 +263,28 @@ BROKEN = {
     "source without read": (
         {"src": "from operators.base import Source\n\nclass S(Source):\n    name = 'mylab.s'\n"},
         "s = tessera_mylab.src", ["S (mylab.s): it does not implement read(self, split)"]),
+    # a Params or a hint the engine cannot use: said when the plugin loads, not as an AttributeError or a TypeError
+    # from the spec's build or the batching, naming no step
+    "params without BaseModel": (
+        {"p": "from operators.base import Operator\n\nclass P(Operator):\n    name = 'mylab.p'\n"
+              "    class Params:\n        keyword: str = 'honey'\n"
+              "    def transform(self, table):\n        return table\n"},
+        "p = tessera_mylab.p", ["P (mylab.p): Params is tessera_mylab.p.P.Params (a class), not a pydantic model: "
+                                "write class Params(BaseModel)"]),
+    "a reranker's params not extending RerankParams": (
+        {"rr": "from pydantic import BaseModel\nfrom operators.rerank.base import Reranker\n\n"
+               "class B(Reranker):\n    name = 'mylab.boost'\n    class Params(BaseModel):\n        word: str = 'x'\n"
+               "    def score_texts(self, query, texts):\n        return [0.0] * len(texts)\n"},
+        "b = tessera_mylab.rr", ["B (mylab.boost): Params does not extend RerankParams, the Params of its base "
+                                 "Reranker, whose fields the base reads: write class Params(RerankParams)"]),
+    "a batch size that is no whole number": (
+        {"bs": "from operators.base import Operator\n\nclass B(Operator):\n    name = 'mylab.b'\n"
+               "    batch_size = 2.5\n    def transform(self, table):\n        return table\n"},
+        "b = tessera_mylab.bs", ["B (mylab.b): batch_size = 2.5: it takes a whole number above 0, or None"]),
+    "a gpu hint that is text": (
+        {"gpu": "from operators.base import Operator\n\nclass G(Operator):\n    name = 'mylab.g'\n"
+                "    num_gpus = '1'\n    def transform(self, table):\n        return table\n"},
+        "g = tessera_mylab.gpu", ["G (mylab.g): num_gpus = '1': it takes a number, 0 or more"]),
 }
 
 
