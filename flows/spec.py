@@ -35,7 +35,7 @@ from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.spec_errors import spec_error, yaml_bool_hint
 from flows.specfile import not_a_mapping, read_mapping
 from operators.base import Operator
-from operators.errors import ParamsError, SpecError, UnknownOperatorError
+from operators.errors import OperatorError, ParamsError, SpecError, TesseraError, UnknownOperatorError
 from operators.registry import get_operator
 from operators.unicode import first_broken_text
 
@@ -215,11 +215,17 @@ class FlowSpec(BaseModel):
             except ParamsError as err:
                 raise type(err)(yaml_bool_hint(err.message), step=step_id, op=cls.name,  # its kind kept (NaN's)
                                 field=f"steps.{step_id}.{err.field}") from None
+            except TesseraError:
+                raise
+            except Exception as err:  # a plugin's __init__ (one without step_id=): name the step, not a frame here
+                raise OperatorError(f"constructing it failed: {type(err).__name__}: {err}", step=step_id,
+                                    op=cls.name) from err
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
         output = self.output or spec_graph.only_sink(ids, inputs)
         if output not in self.steps:
             raise SpecError(f"output '{output}' is not a step of this flow", field="output")
+        spec_checks.check_declarations(order, operators)
         spec_checks.check_branches(ids, inputs, operators)
         spec_checks.check_metadata_keys(order, operators)
         spec_checks.check_rankings_kept(order, operators)

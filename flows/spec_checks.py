@@ -1,7 +1,8 @@
 """Checks of a built flow that look across steps: fusion branches, input columns, fan-ins.
 
-``FlowSpec.build()`` runs ``check_branches`` and ``warn_unfused_fan_ins``; ``Flow.check_columns`` runs
-``missing_columns`` once the flow input's columns are known (an executor, before the first step).
+``FlowSpec.build()`` runs ``check_declarations``, ``check_branches`` and ``warn_unfused_fan_ins``;
+``Flow.check_columns`` runs ``missing_columns`` once the flow input's columns are known (an executor, before the
+first step).
 
 Which columns reach a step is known from the spec only in part: each operator declares what it writes
 (``produces()``), and a row, query or corpus step passes its input's columns on. Some steps bring columns
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Collection, Iterable
+from typing import Any, Collection, Iterable, Mapping, get_args
 
-from operators.errors import SpecError
+from operators.base import Role
+from operators.errors import OperatorError, SpecError, TesseraError, short_repr
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,46 @@ def _rows_reaching(step: str, inputs: dict[str, tuple[str, ...]],
         else:
             stack.extend(inputs[parent])
     return reaching, cut
+
+
+def check_declarations(order: list[str], operators: dict[str, Any]) -> None:
+    """Refuse a step whose operator declares its columns in a shape the engine cannot read, naming the step and
+    the operator (a plugin's code, so an ``OperatorError``): ``produces()`` other than ``{column: role}`` with
+    the roles of ``operators.base.Role`` (a list of columns failed below with a bare AttributeError naming no
+    step), ``reads()``/``requires()`` other than a list of column names (the text ``"text"`` was read as the
+    columns t, e, x, t), or one of them raising."""
+    for step in order:
+        op = operators[step]
+        for method in ("produces", "reads", "requires"):
+            try:
+                declared = getattr(op, method)()
+            except TesseraError:
+                raise
+            except Exception as err:  # a plugin's bug: name its step, not a frame of the build
+                raise OperatorError(f"its {method}() failed: {type(err).__name__}: {err}", step=step,
+                                    op=op.name) from err
+            if problem := (_roles_problem(declared) if method == "produces"
+                           else _columns_problem(declared, none_ok=method == "reads")):
+                raise OperatorError(f"its {method}() {problem}", step=step, op=op.name)
+
+
+def _roles_problem(declared: Any) -> str | None:
+    roles = ", ".join(get_args(Role))
+    if not isinstance(declared, Mapping):
+        return f"returned {short_repr(declared)}, not a dict {{column: role}} (roles: {roles})"
+    for column, role in declared.items():
+        if not isinstance(column, str) or role not in get_args(Role):
+            return f"gives column {short_repr(column)} the role {short_repr(role)}, which is none of {roles}"
+    return None
+
+
+def _columns_problem(declared: Any, *, none_ok: bool) -> str | None:
+    if declared is None and none_ok:
+        return None
+    if not isinstance(declared, (list, tuple)) or not all(isinstance(c, str) for c in declared):
+        return (f"returned {short_repr(declared)}, not a list of column names"
+                + (" (None: every column)" if none_ok else ""))
+    return None
 
 
 def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:

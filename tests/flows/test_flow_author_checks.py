@@ -238,3 +238,56 @@ def test_a_sources_documents_fanned_in_with_a_query_steps_rows_are_refused_namin
         make_executor("local").run(spec, pa.Table.from_pylist(results))
     assert (err.value.step, err.value.op, err.value.field) == ("top", "postprocess.reduce", "qid")
     assert "2 of 3 rows have no qid" in err.value.message
+
+
+DECLARING = '''
+import pyarrow as pa
+from operators.base import Operator
+
+
+class Flagger(Operator):
+    """Flags every row."""
+
+    name = "mylab.flag"
+
+    def reads(self):
+        return READS
+
+    def produces(self):
+        return PRODUCES
+
+    def transform(self, table):
+        return table.append_column("flag", pa.array([True] * table.num_rows))
+'''
+
+
+@pytest.mark.parametrize("reads, produces, words", [
+    ('["text"]', '["flag"]', "its produces() returned ['flag'], not a dict {column: role} (roles: rank, score, "),
+    ('["text"]', '{"flag": "flag"}', "its produces() gives column 'flag' the role 'flag', which is none of rank, "),
+    ('"text"', '{"flag": "chip"}', "its reads() returned 'text', not a list of column names (None: every column)"),
+    ('["text"]', '{"flag": chip}', "its produces() failed: NameError: name 'chip' is not defined"),
+], ids=["produces a list", "an unknown role", "reads a text", "produces raises"])
+def test_a_plugins_declared_columns_the_engine_cannot_read_are_refused_naming_the_step(plugin_module, reads, produces,
+                                                                                       words):
+    """A list for produces() failed in the build with a bare AttributeError ('list' object has no attribute
+    'items'); a text for reads() was read as the columns t, e, x, t; a role that is none passed unseen."""
+    from flows.spec import FlowSpec
+
+    plugin_module("declaring", DECLARING.replace("READS", reads).replace("PRODUCES", produces))
+    spec = FlowSpec.parse({"name": "f", "steps": {"words": {"op": "analyze.word_count"}, "x": {"op": "mylab.flag"}}})
+    with pytest.raises(OperatorError) as caught:
+        spec.build()
+    assert (caught.value.step, caught.value.op) == ("x", "mylab.flag")
+    assert caught.value.message.startswith(words), caught.value.message
+
+
+def test_a_plugin_whose_init_does_not_take_step_id_is_refused_naming_the_step(plugin_module):
+    """An ``__init__(self, params)`` override was a bare TypeError from the build, naming no step."""
+    from flows.spec import FlowSpec
+
+    plugin_module("own_init", DECLARING.replace("READS", '["text"]').replace("PRODUCES", '{"flag": "chip"}')
+                  + "\n    def __init__(self, params):\n        super().__init__(params)\n")
+    with pytest.raises(OperatorError) as caught:
+        FlowSpec.parse({"name": "f", "steps": {"x": {"op": "mylab.flag"}}}).build()
+    assert (caught.value.step, caught.value.op) == ("x", "mylab.flag")
+    assert "constructing it failed: TypeError: " in caught.value.message and "'step_id'" in caught.value.message
