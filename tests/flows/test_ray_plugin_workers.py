@@ -29,3 +29,50 @@ def test_a_plugin_only_on_the_drivers_path_is_refused_naming_its_step(
     assert f"No module named '{PACKAGE}'" in err.message and f"PYTHONPATH={root}" in err.message
     assert "a cluster's workers take the PYTHONPATH of the shell that ran `ray start`" in err.message
     assert events == []  # refused before bm25 ran
+
+
+LOCKED = '''
+import threading
+
+from operators.base import Operator
+
+LOCK = threading.Lock()  # a notebook's global that a method uses: travels with the class, and cannot
+
+
+class LockedFlagger(Operator):
+    """Flags rows, one at a time."""
+
+    name = "mylab.locked_flag"
+
+    def transform(self, table):
+        with LOCK:
+            return table
+'''
+
+
+def test_an_operator_class_ray_cannot_pickle_is_refused_naming_its_step(tmp_path, plugin_module, ray_session):
+    """A class that travels by value (a notebook's ``__main__``, here a module registered with cloudpickle's
+    ``register_pickle_by_value``) whose method uses a lock failed in Ray's serialisation with a bare TypeError and a
+    page of Ray's diagnosis, naming no step; the local executor runs it."""
+    import importlib
+
+    from ray import cloudpickle
+
+    module = importlib.import_module(plugin_module("locked", LOCKED))
+    spec = flow_spec(tmp_path)
+    spec["steps"]["flag"] = {"op": "mylab.locked_flag"}
+    flow = Flow.load(spec)
+    assert flow.run("honey bees").table.num_rows == 2
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        events = []
+        with pytest.raises(PluginNotOnWorkersError) as caught:
+            flow.run("honey bees", executor="ray", progress=events.append)
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    err = caught.value
+    assert (err.step, err.field) == ("flag", "steps.flag.op")
+    assert "operator mylab.locked_flag is defined in " in err.message
+    assert "so Ray sends the class itself to its workers" in err.message
+    assert "(TypeError: cannot pickle '_thread.lock' object)" in err.message and "in setup()" in err.message
+    assert events == []  # refused before bm25 ran
