@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import threading
 import time
 import uuid
@@ -185,7 +186,7 @@ class RunFollower:
             if isinstance(cause, TesseraError):
                 raise cause from None
             step = self.current or self.last_step  # the stage being built or run, not the last one that reported
-            what = _raised(cause, error) if isinstance(cause, BaseException) else _first_line(error)
+            what = _raised(cause, error) if isinstance(cause, BaseException) else _without_cause(error)
             raise OperatorError(f"failed on Ray: {what}", step=step) from error
         raise error
 
@@ -243,6 +244,25 @@ def _raised(cause: BaseException, error: BaseException) -> str:
     return f"{name}: {_first_line(cause)}"
 
 
-def _first_line(error: object) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+def _without_cause(error: BaseException) -> str:
+    """What a Ray error that carries no exception says: its first line, or, for an actor whose creation raised (an
+    operator built on a worker, ``_ray_udfs._make_op``, whose ``__init__`` or params check failed there alone), the
+    last line of the worker's traceback, which names the exception (its first line, Ray's note with terminal colour
+    codes and the actor's id, did not)."""
+    lines = _lines(error)
+    if getattr(error, "actor_init_failed", False) and len(lines) > 1 and _EXCEPTION_LINE.match(lines[-1]):
+        return f"an actor of the stage could not start: {lines[-1]}"
     return lines[0] if lines else type(error).__name__
+
+
+def _first_line(error: object) -> str:
+    lines = _lines(error)
+    return lines[0] if lines else type(error).__name__
+
+
+def _lines(error: object) -> list[str]:
+    return [line.strip() for line in _COLOURS.sub("", str(error)).splitlines() if line.strip()]
+
+
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # the terminal colours Ray writes around a task's name
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")  # a traceback's last line

@@ -8,6 +8,7 @@ import pytest
 
 from flows.api import Flow
 from flows.executors.ray_plugins import PluginNotOnWorkersError
+from operators.errors import OperatorError
 from tests.operators.test_plugins import FLAGS, OPERATOR, PACKAGE, flow_spec, fresh_registry, write_package  # noqa: F401
 
 pytestmark = pytest.mark.ray
@@ -76,3 +77,46 @@ def test_an_operator_class_ray_cannot_pickle_is_refused_naming_its_step(tmp_path
     assert "so Ray sends the class itself to its workers" in err.message
     assert "(TypeError: cannot pickle '_thread.lock' object)" in err.message and "in setup()" in err.message
     assert events == []  # refused before bm25 ran
+
+
+WORKER_SHY = '''
+import ray
+
+from operators.base import Operator
+
+
+class WorkerShy(Operator):
+    """Builds on the driver, not on a Ray worker (a licence, a file or a variable only the driver has)."""
+
+    name = "mylab.worker_shy"
+
+    def __init__(self, *args, **kwargs):
+        if ray.is_initialized() and ray._private.worker.global_worker.mode == ray.WORKER_MODE:
+            raise RuntimeError("no licence on this node")
+        super().__init__(*args, **kwargs)
+
+    def transform(self, table):
+        return table
+'''
+
+
+def test_an_operator_that_cannot_be_built_on_an_actor_names_the_step_and_the_workers_error(
+        tmp_path, plugin_module, ray_session):
+    """An actor whose creation raised was 'failed on Ray: The actor died because of an error raised in its creation
+    task, <colour codes>ray::MapWorker(...)...': Ray's note, without the exception the operator raised."""
+    import importlib
+
+    from ray import cloudpickle
+
+    module = importlib.import_module(plugin_module("worker_shy", WORKER_SHY))
+    spec = flow_spec(tmp_path)
+    spec["steps"]["flag"] = {"op": "mylab.worker_shy", "concurrency": 1}
+    cloudpickle.register_pickle_by_value(module)  # the workers get the class itself, as a notebook's
+    try:
+        with pytest.raises(OperatorError) as caught:
+            Flow.load(spec).run("honey bees", executor="ray")
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert caught.value.step == "flag"
+    assert caught.value.message == ("failed on Ray: an actor of the stage could not start: RuntimeError: no licence "
+                                    "on this node")
