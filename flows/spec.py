@@ -224,7 +224,7 @@ class FlowSpec(BaseModel):
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
         output = self.output or spec_graph.only_sink(ids, inputs)
         if output not in self.steps:
-            raise SpecError(f"output '{output}' is not a step of this flow", field="output")
+            raise SpecError(spec_graph.not_a_step("output", output, ids), field="output")
         spec_checks.check_declarations(order, operators)
         spec_checks.check_branches(ids, inputs, operators)
         spec_checks.check_metadata_keys(order, operators)

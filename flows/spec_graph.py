@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Mapping
 
-from operators.errors import SpecError
+from operators.errors import SpecError, close_names, did_you_mean
 
 
 def step_inputs(steps: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -23,8 +23,7 @@ def step_inputs(steps: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
         else:
             for name in step.inputs:
                 if name not in steps:
-                    raise SpecError(f"input '{name}' is not a step of this flow (steps: {', '.join(ids)})",
-                                    step=step_id, field="inputs")
+                    raise SpecError(not_a_step("input", name, ids), step=step_id, field="inputs")
                 if name == step_id:
                     raise SpecError("a step cannot read its own output", step=step_id, field="inputs")
             seen: set[str] = set()
@@ -90,3 +89,10 @@ def only_sink(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> str:
                         "has no single result: combine them in one more step, or set `output` to the one you "
                         "want (the others are then skipped)", step=sinks[0], field="output")
     return sinks[0]
+
+
+def not_a_step(what: str, name: Any, ids: list[str]) -> str:
+    """``input 'bm26' is not a step of this flow; did you mean 'bm25'? (steps: bm25, x)``: a misspelt step id
+    offered the close ones, as a misspelt operator or param is."""
+    hint = did_you_mean(close_names(name, ids)) if isinstance(name, str) else ""
+    return f"{what} '{name}' is not a step of this flow{hint and '; ' + hint} (steps: {', '.join(ids)})"

@@ -81,6 +81,22 @@ def test_missing_input_and_self_input_are_rejected():
         build({"a": {"op": "analyze.word_count", "inputs": ["a"]}})
 
 
+def test_a_misspelt_input_or_output_is_offered_the_close_step_ids():
+    """``inputs: [bm26]`` listed the steps, and ``output: rerankk`` said only that it is not a step, where a misspelt
+    operator or param is offered the close names."""
+    steps = {"bm25": {"op": "analyze.word_count"}, "rerank": {"op": "postprocess.reduce", "inputs": ["bm26"]}}
+    with pytest.raises(SpecError) as err:
+        build(steps)
+    assert err.value.message == ("input 'bm26' is not a step of this flow; did you mean 'bm25'? (steps: bm25, "
+                                 "rerank)")
+    steps["rerank"]["inputs"] = ["bm25"]
+    with pytest.raises(SpecError) as err:
+        build(steps, output="rerankk")
+    assert err.value.field == "output"
+    assert err.value.message == ("output 'rerankk' is not a step of this flow; did you mean 'rerank'? (steps: bm25, "
+                                 "rerank)")
+
+
 def test_an_input_listed_twice_is_named():
     """``inputs: [bm25, bm25]`` said "the same input is listed twice", naming no input."""
     with pytest.raises(SpecError) as err:
