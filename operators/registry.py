@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 import threading
 from importlib import metadata
 from pathlib import Path
@@ -35,8 +36,8 @@ from typing import Any
 from operators.base import Operator
 from operators.errors import UnknownOperatorError, close_names, did_you_mean, short_repr
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
-                               add_plugin_module, check_aliases, env_module_names, import_plugin, is_operator,
-                               qualname)
+                               add_plugin_class, add_plugin_module, check_aliases, env_module_names, import_plugin,
+                               is_operator, qualname)
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "OperatorPluginError", "all_operators", "create", "get_operator",
            "skipped_modules"]
@@ -58,7 +59,7 @@ _env_modules: set[str] = set()  # TESSERA_OPERATORS modules already registered
 def _discover() -> None:
     global _loaded
     wanted = env_module_names()
-    if _loaded and wanted <= _env_modules:
+    if _loaded and wanted <= _env_modules and not _reloaded():
         return
     with _lock:
         if not _loaded:
@@ -76,6 +77,41 @@ def _discover() -> None:
                 add_plugin_module(found, import_plugin(module_name, origin), origin)
             _commit(found)
             _env_modules.update(new)
+        if reloaded := _reloaded():
+            _register_reloaded(reloaded)
+
+
+def _reloaded() -> dict[str, type[Operator]]:
+    """The plugin operators whose module now holds another class under their class's name, by operator name: the
+    module was reloaded (``importlib.reload`` after an edit, in a notebook). The registry kept the old class, so a
+    flow built after the reload ran the code from before the edit, while the step cache keyed the new one."""
+    found = {}
+    for name, cls in _registry.items():
+        module = sys.modules.get(cls.__module__)
+        if _origins.get(name, "built-in") == "built-in" or module is None or "." in cls.__qualname__:
+            continue
+        current = vars(module).get(cls.__qualname__)
+        if is_operator(current) and current is not cls:
+            found[name] = current
+    return found
+
+
+def _register_reloaded(reloaded: dict[str, type[Operator]]) -> None:
+    """Put the classes of a reloaded plugin module in place of the old ones, checked as any plugin's (one whose
+    ``name`` the edit changed is registered by its new name only), with the operators a reloaded
+    ``TESSERA_OPERATORS`` module now defines besides."""
+    found = {name: (cls, _origins.get(name, "registered by hand")) for name, cls in _registry.items()
+             if name not in reloaded}
+    for name, cls in reloaded.items():
+        add_plugin_class(found, cls, _origins[name])
+    modules = {cls.__module__ for cls in reloaded.values()}
+    for module_name in sorted(m for m in _env_modules if any(c == m or c.startswith(m + ".") for c in modules)):
+        add_plugin_module(found, sys.modules[module_name], f"{ENV_VAR} module '{module_name}'")
+    check_aliases(found)
+    for name in set(_registry) - set(found):
+        del _registry[name]
+        _origins.pop(name, None)
+    _commit(found)
 
 
 def _commit(found: dict[str, tuple[type[Operator], str]]) -> None:

@@ -152,6 +152,28 @@ def test_an_entry_point_naming_a_module_or_a_class_registers_it(plugin_root, tmp
     assert code_identity(create(OPERATOR, {}))["packages"] == {PACKAGE: "0.1.0"}
 
 
+@pytest.mark.parametrize("how", ["TESSERA_OPERATORS", "entry point"])
+def test_a_plugin_module_reloaded_after_an_edit_runs_its_new_code(plugin_root, tmp_path, monkeypatch, how):
+    """A notebook edits its operator and reloads the module (``importlib.reload``): the registry kept the class from
+    before the edit, so the next flow ran the old code, while the step cache keyed the new; and an operator the
+    edit added to a ``TESSERA_OPERATORS`` module was unknown."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # the edit is read from the source, within the second
+    if how == "entry point":
+        write_dist_info(plugin_root, f"keyword_flag = {PACKAGE}.flags:KeywordFlagger")
+    else:
+        monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    assert run_flow(tmp_path).column("has_keyword").to_pylist() == [True, True]
+    flags_file = plugin_root / PACKAGE / "flags.py"
+    edited = flags_file.read_text().replace("pc.match_substring(text, self.params.keyword.lower())",
+                                            "pc.starts_with(text, self.params.keyword.lower())")
+    flags_file.write_text(edited + FLAGS.split("\n\n\n", 1)[1].replace("KeywordFlagger", "OtherFlagger")
+                          .replace('"mylab.keyword_flag"', '"mylab.other_flag"'))
+    importlib.reload(importlib.import_module(f"{PACKAGE}.flags"))
+    assert run_flow(tmp_path).column("has_keyword").to_pylist() == [True, False]  # the wasp: no longer flagged
+    assert get_operator(OPERATOR) is sys.modules[f"{PACKAGE}.flags"].KeywordFlagger
+    assert ("mylab.other_flag" in all_operators()) is (how == "TESSERA_OPERATORS")
+
+
 def test_a_module_entry_point_registers_the_operators_of_its_submodules(plugin_root):
     (plugin_root / PACKAGE / "__init__.py").write_text("from tessera_mylab.flags import KeywordFlagger\n")
     write_dist_info(plugin_root, f"mylab = {PACKAGE}")
