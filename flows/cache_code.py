@@ -18,7 +18,9 @@ as an import loads it), not by importing anything nor by the imported module's `
 imports inside functions. Each class's files are digested once per process, the first time a key needs them, and
 kept for the class object; a file that several classes import is read once (again when its size or times change) and
 its imports are scanned once for its content. The digest follows the code the process runs (a module reloaded after
-an edit is new classes, read again), not a file edited under a running process. Modules are named by their import
+an edit is new classes, read again); a plugin's class whose own file changed since it registered (``operators.plugins
+.imported_source``: edited under a running notebook, not reloaded) gets a digest of this process alone, so its
+output is never replayed to a process that runs the edit. Modules are named by their import
 name, never by path, so two installs of the same code in other folders (a Ray worker's) compute the same key.
 """
 
@@ -30,15 +32,21 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
+import logging
 import modulefinder
 import os
 import sys
 import time
 import types
+import uuid
+import weakref
 from importlib import metadata
 from typing import Any
 
 from operators.base import Operator
+from operators.plugins import imported_source
+
+log = logging.getLogger(__name__)
 
 #: A class may name the class whose code computes its output (a placed step's proxy computes its operator's output
 #: on a deployment that runs that operator's class): ``cache_code_of = TheOperator`` in its own class body.
@@ -205,13 +213,32 @@ def class_code(cls: type) -> tuple[tuple[str, str], ...]:
         where = _class_file(klass)
         code = _module_code(*where) if where is not None and where[0] not in found else None
         if code is not None:
-            found[where[0]] = code[0]
+            found[where[0]] = _running(klass, where, code[0])
             pending.extend(code[1])
     for module in pending:  # grows as it goes: each helper's own imports are read in turn
         if module not in found and (code := _module_code(module)) is not None:
             found[module] = code[0]
             pending.extend(code[1])
     return tuple(found.items())
+
+
+def _running(klass: type, where: tuple[str, str], digest: str) -> str:
+    """``digest``, the file's now, where it is the code that runs; for a plugin's class whose file changed since its
+    module was imported (edited under a notebook, not reloaded), a digest of this process alone. The file's digest
+    would key the old code's output as the new code's: a later process, running the edit, replayed it."""
+    imported = imported_source(klass)
+    if imported is None or imported == digest:
+        return digest
+    if klass not in _warned:
+        _warned.add(klass)
+        log.warning("%s changed since this process imported %s: its steps are cached for this process alone until "
+                    "the module is reloaded (importlib.reload) or the process restarts", where[1], where[0])
+    return f"{imported}+edited-{_PROCESS}"
+
+
+#: What makes the key of a class whose file changed under this process its own: no other process computes it.
+_PROCESS = uuid.uuid4().hex[:16]
+_warned: "weakref.WeakSet[type]" = weakref.WeakSet()
 
 
 def code_identity(op: Operator) -> dict[str, Any]:

@@ -10,10 +10,12 @@ model extending its base's (a reranker's ``RerankParams``), or a resource hint t
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import os
 import re
+import weakref
 from importlib import metadata
 from types import ModuleType
 from typing import Any, get_args
@@ -91,6 +93,28 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
     if problem := _scope_problem(cls) or _method_problem(cls) or _params_problem(cls) or _hints_problem(cls):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
+    if cls not in _imported_sources:
+        _imported_sources[cls] = _source_digest(cls)
+
+
+#: The digest of each plugin class's source file when it registered, just after its module was imported: what the
+#: step cache compares with the file it reads for the key (``flows.cache_code``), so a file edited under the running
+#: process is not taken for the code that runs.
+_imported_sources: "weakref.WeakKeyDictionary[type, str | None]" = weakref.WeakKeyDictionary()
+
+
+def imported_source(cls: type) -> str | None:
+    """The digest (blake2b, 8 bytes, as ``flows.cache_code`` digests a file) of ``cls``'s source file as it was when
+    the plugin registered; None for a class that is no registered plugin's or has no source file."""
+    return _imported_sources.get(cls)
+
+
+def _source_digest(cls: type) -> str | None:
+    try:
+        with open(inspect.getsourcefile(cls) or "", "rb") as handle:
+            return hashlib.blake2b(handle.read(), digest_size=8).hexdigest()
+    except (TypeError, OSError):  # a class made at run time, a notebook cell: no file
+        return None
 
 
 def _scope_problem(cls: type[Operator]) -> str | None:

@@ -228,6 +228,33 @@ def test_a_plugins_edited_code_misses_the_step_cache(plugin_root, tmp_path, monk
     assert [module for module in modules if not module.startswith("operators.")] == [f"{PACKAGE}.flags"]
 
 
+def test_a_plugin_edited_under_the_running_process_is_not_cached_as_the_edit(plugin_root, tmp_path, monkeypatch,
+                                                                            caplog):
+    """A notebook runs its operator without the cache, edits the file and runs it with the cache, not reloading: the
+    old code ran, and its output was stored under the key of the edited file, which a later process (here a reload:
+    the edit's classes) replayed as the new code's output."""
+    from flows.api import Flow
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # the edit is read from the source, within the second
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    spec, cache = flow_spec(tmp_path), tmp_path / "cache"
+
+    def flags(**options) -> tuple[list, int]:
+        result = Flow.load(spec).run("honey bees", **options)
+        return result.table.column("has_keyword").to_pylist(), result.steps["flag"].hits
+
+    assert flags() == ([True, True], 0)  # registered and run; no key read yet
+    flags_file = plugin_root / PACKAGE / "flags.py"
+    flags_file.write_text(flags_file.read_text().replace("pc.match_substring(text, self.params.keyword.lower())",
+                                                         "pc.starts_with(text, self.params.keyword.lower())"))
+    with caplog.at_level(logging.WARNING, logger="flows.cache_code"):
+        assert flags(cache=cache) == ([True, True], 0)  # the code imported before the edit runs
+    assert f"flags.py changed since this process imported {PACKAGE}.flags" in caplog.text
+    assert flags(cache=cache) == ([True, True], 2)  # this process's own entries serve it
+    importlib.reload(sys.modules[f"{PACKAGE}.flags"])  # the edit's code, as a new process runs it
+    assert flags(cache=cache) == ([True, False], 0)  # computed, not the old code's output replayed
+
+
 # -- a plugin that cannot be registered: one line naming it -------------------------------------------------
 
 BROKEN = {
