@@ -93,13 +93,19 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
     if problem := _scope_problem(cls) or _method_problem(cls) or _params_problem(cls) or _hints_problem(cls):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
+    remember_source(cls)
+
+
+def remember_source(cls: type) -> None:
+    """Record the digest of ``cls``'s source file now, once per class: when it registers, just after its module's
+    import, or where a Ray worker first builds one of its operators (``flows.executors._ray_udfs``)."""
     if cls not in _imported_sources:
         _imported_sources[cls] = _source_digest(cls)
 
 
-#: The digest of each plugin class's source file when it registered, just after its module was imported: what the
-#: step cache compares with the file it reads for the key (``flows.cache_code``), so a file edited under the running
-#: process is not taken for the code that runs.
+#: The digest of each plugin class's source file when it registered, just after its module was imported (on a Ray
+#: worker: when it first built one of its operators): what the step cache compares with the file it reads for the
+#: key (``flows.cache_code``), so a file edited under the running process is not taken for the code that runs.
 _imported_sources: "weakref.WeakKeyDictionary[type, str | None]" = weakref.WeakKeyDictionary()
 
 

@@ -120,3 +120,72 @@ def test_an_operator_that_cannot_be_built_on_an_actor_names_the_step_and_the_wor
     assert caught.value.step == "flag"
     assert caught.value.message == ("failed on Ray: an actor of the stage could not start: RuntimeError: no licence "
                                     "on this node")
+
+
+STAMPED = '''
+import pyarrow as pa
+
+from operators.base import Operator
+from operators.tables import set_column
+
+
+class Stamper(Operator):
+    """Writes its code's stamp."""
+
+    name = "mylab.stamp"
+
+    def produces(self):
+        return {"stamp": "data"}
+
+    def transform(self, table):
+        return set_column(table, "stamp", pa.array(["old"] * table.num_rows))
+'''
+
+EDITING = '''
+import json, pathlib, sys
+from flows.api import Flow
+
+spec, cache = json.loads(sys.argv[1]), sys.argv[2]
+
+
+def run(**options):
+    result = Flow.load(spec).run("honey bees", executor="ray", **options)
+    return [result.table.column("stamp")[0].as_py(), result.steps["stamp"].hits]
+
+
+if sys.argv[3] == "edit":
+    print(json.dumps(run()))  # without the cache: the workers import the module, nothing is keyed
+    probe = pathlib.Path(sys.argv[4])
+    probe.write_text(probe.read_text().replace('"old"', '"new"'))
+print(json.dumps(run(cache=cache)))
+'''
+
+
+def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path):
+    """A notebook's Ray keeps its workers: one that imported the plugin for a run without the cache, then keyed it
+    for a cached run after the file was edited, stored the old code's output under the edited file's key, and a new
+    process running the edit replayed it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "stamp_probe.py").write_text(STAMPED)
+    spec = flow_spec(tmp_path)
+    spec["steps"] = {"bm25": spec["steps"]["bm25"], "stamp": {"op": "mylab.stamp"}}
+    environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {
+        "PYTHONPATH": f"{repo}{os.pathsep}{plugins}", "TESSERA_OPERATORS": "stamp_probe",
+        "TESSERA_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def script(*args: str) -> list:
+        done = subprocess.run([sys.executable, "-c", EDITING, json.dumps(spec), str(tmp_path / "cache"), *args],
+                              cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+
+    assert script("edit", str(plugins / "stamp_probe.py")) == [["old", 0], ["old", 0]]  # the workers' code ran
+    assert script("again") == [["new", 0]]  # the edit computed, not the old output replayed
