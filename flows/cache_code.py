@@ -18,10 +18,11 @@ as an import loads it), not by importing anything nor by the imported module's `
 imports inside functions. Each class's files are digested once per process, the first time a key needs them, and
 kept for the class object; a file that several classes import is read once (again when its size or times change) and
 its imports are scanned once for its content. The digest follows the code the process runs (a module reloaded after
-an edit is new classes, read again); a plugin's class whose own file changed since it registered (``operators.plugins
-.imported_source``: edited under a running notebook, not reloaded) gets a digest of this process alone, so its
-output is never replayed to a process that runs the edit. Modules are named by their import
-name, never by path, so two installs of the same code in other folders (a Ray worker's) compute the same key.
+an edit is new classes, read again); a plugin's module (its class's, or a helper of its package imported by then)
+whose file changed since the plugin registered (``operators.plugins.imported_source``: edited under a running
+notebook, not reloaded) gets a digest of this process alone, so its output is never replayed to a process that runs
+the edit. Modules are named by their import name, never by path, so two installs of the same code in other folders
+(a Ray worker's) compute the same key.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ import sys
 import time
 import types
 import uuid
-import weakref
 from importlib import metadata
 from typing import Any
 
@@ -213,32 +213,34 @@ def class_code(cls: type) -> tuple[tuple[str, str], ...]:
         where = _class_file(klass)
         code = _module_code(*where) if where is not None and where[0] not in found else None
         if code is not None:
-            found[where[0]] = _running(klass, where, code[0])
+            found[where[0]] = _running(where[0], code[0])
             pending.extend(code[1])
     for module in pending:  # grows as it goes: each helper's own imports are read in turn
         if module not in found and (code := _module_code(module)) is not None:
-            found[module] = code[0]
+            found[module] = _running(module, code[0])
             pending.extend(code[1])
     return tuple(found.items())
 
 
-def _running(klass: type, where: tuple[str, str], digest: str) -> str:
-    """``digest``, the file's now, where it is the code that runs; for a plugin's class whose file changed since its
-    module was imported (edited under a notebook, not reloaded), a digest of this process alone. The file's digest
-    would key the old code's output as the new code's: a later process, running the edit, replayed it."""
-    imported = imported_source(klass)
+def _running(module: str, digest: str) -> str:
+    """``digest``, the file's now, where it is the code that runs; for a plugin's module (its class's or a helper of
+    its package) whose file changed since it was imported (edited under a notebook, not reloaded), a digest of this
+    process alone. The file's digest would key the old code's output as the new code's: a later process, running the
+    edit, replayed it."""
+    imported = imported_source(module)
     if imported is None or imported == digest:
         return digest
-    if klass not in _warned:
-        _warned.add(klass)
-        log.warning("%s changed since this process imported %s: its steps are cached for this process alone until "
-                    "the module is reloaded (importlib.reload) or the process restarts", where[1], where[0])
+    if (module, imported) not in _warned:
+        _warned.add((module, imported))
+        log.warning("the file of %s changed since this process imported it: the steps whose code it is are cached "
+                    "for this process alone until the module is reloaded (importlib.reload) or the process restarts",
+                    module)
     return f"{imported}+edited-{_PROCESS}"
 
 
-#: What makes the key of a class whose file changed under this process its own: no other process computes it.
+#: What makes the key of code whose file changed under this process its own: no other process computes it.
 _PROCESS = uuid.uuid4().hex[:16]
-_warned: "weakref.WeakSet[type]" = weakref.WeakSet()
+_warned: set[tuple[str, str]] = set()
 
 
 def code_identity(op: Operator) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 import weakref
 from importlib import metadata
 from types import ModuleType
@@ -97,29 +98,54 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
 
 
 def remember_source(cls: type) -> None:
-    """Record the digest of ``cls``'s source file now, once per class: when it registers, just after its module's
-    import, or where a Ray worker first builds one of its operators (``flows.executors._ray_udfs``)."""
-    if cls not in _imported_sources:
-        _imported_sources[cls] = _source_digest(cls)
+    """Record, once per class, the digest of the file of ``cls``'s module and of each module of its top-level package
+    imported by then (its helpers): when it registers, just after its module's import, or where a Ray worker first
+    builds one of its operators (``flows.executors._ray_udfs``)."""
+    if cls in _remembered:
+        return
+    _remembered.add(cls)
+    own, top = cls.__module__, cls.__module__.partition(".")[0]
+    for name, module in list(sys.modules.items()):
+        if not (name == own or own != "__main__" and (name == top or name.startswith(top + "."))):
+            continue
+        if name in _imported_sources:
+            imported_source(name)  # recorded before: again if it was executed anew since (a reload, a new import)
+        else:
+            _record(name, module)
 
 
-#: The digest of each plugin class's source file when it registered, just after its module was imported (on a Ray
-#: worker: when it first built one of its operators): what the step cache compares with the file it reads for the
-#: key (``flows.cache_code``), so a file edited under the running process is not taken for the code that runs.
-_imported_sources: "weakref.WeakKeyDictionary[type, str | None]" = weakref.WeakKeyDictionary()
+def imported_source(module: str) -> str | None:
+    """The digest (blake2b, 8 bytes, as ``flows.cache_code`` digests a file) of ``module``'s file as it was when a
+    plugin of its package registered, or when the module was last executed anew (``importlib.reload``, which gives
+    it a new spec); None for a module no plugin recorded or one without a file."""
+    known = _imported_sources.get(module)
+    if known is None:
+        return None
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not known[0]:  # reloaded since: its file now
+        return _record(module, loaded)
+    return known[1]
 
 
-def imported_source(cls: type) -> str | None:
-    """The digest (blake2b, 8 bytes, as ``flows.cache_code`` digests a file) of ``cls``'s source file as it was when
-    the plugin registered; None for a class that is no registered plugin's or has no source file."""
-    return _imported_sources.get(cls)
+def _record(name: str, module: Any) -> str | None:
+    digest = _file_digest(getattr(module, "__file__", None))
+    _imported_sources[name] = (getattr(module, "__spec__", None), digest)
+    return digest
 
 
-def _source_digest(cls: type) -> str | None:
+#: Module -> (the spec it was executed from, the digest of its file then), recorded when a plugin class of its
+#: package registered, just after the import (on a Ray worker: when it first built one of its operators): what the
+#: step cache compares with the file it reads for the key (``flows.cache_code``), so a file edited under the running
+#: process is not taken for the code that runs.
+_imported_sources: dict[str, tuple[Any, str | None]] = {}
+_remembered: "weakref.WeakSet[type]" = weakref.WeakSet()
+
+
+def _file_digest(path: str | None) -> str | None:
     try:
-        with open(inspect.getsourcefile(cls) or "", "rb") as handle:
+        with open(path or "", "rb") as handle:
             return hashlib.blake2b(handle.read(), digest_size=8).hexdigest()
-    except (TypeError, OSError):  # a class made at run time, a notebook cell: no file
+    except (TypeError, OSError):  # a module without a file (a notebook's __main__), a file gone
         return None
 
 

@@ -249,10 +249,56 @@ def test_a_plugin_edited_under_the_running_process_is_not_cached_as_the_edit(plu
                                                          "pc.starts_with(text, self.params.keyword.lower())"))
     with caplog.at_level(logging.WARNING, logger="flows.cache_code"):
         assert flags(cache=cache) == ([True, True], 0)  # the code imported before the edit runs
-    assert f"flags.py changed since this process imported {PACKAGE}.flags" in caplog.text
+    assert f"the file of {PACKAGE}.flags changed since this process imported it" in caplog.text
     assert flags(cache=cache) == ([True, True], 2)  # this process's own entries serve it
     importlib.reload(sys.modules[f"{PACKAGE}.flags"])  # the edit's code, as a new process runs it
     assert flags(cache=cache) == ([True, False], 0)  # computed, not the old code's output replayed
+
+
+MARKED = '''\
+"""A flag that its package's helper module decides."""
+
+import pyarrow as pa
+
+from operators.base import Operator
+from operators.tables import set_column
+from tessera_mylab.helpers import MARK
+
+
+class Marker(Operator):
+    """Marks each row with the helper's mark."""
+
+    name = "mylab.mark"
+
+    def produces(self):
+        return {"mark": "chip"}
+
+    def transform(self, table):
+        return set_column(table, "mark", pa.array([MARK] * table.num_rows))
+'''
+
+
+def test_a_plugins_helper_edited_under_the_running_process_is_not_cached_as_the_edit(plugin_root, tmp_path,
+                                                                                    monkeypatch):
+    """The same for a helper module of the plugin's package (``mylab/_helpers.py``), which the key digests too."""
+    from flows.api import Flow
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    write_package(plugin_root, {"helpers": "MARK = 'old'\n", "marked": MARKED})
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.marked")
+    spec, cache = flow_spec(tmp_path), tmp_path / "cache"
+    spec["steps"]["flag"] = {"op": "mylab.mark"}
+
+    def marks(**options) -> tuple[list, int]:
+        result = Flow.load(spec).run("honey bees", **options)
+        return result.table.column("mark").to_pylist(), result.steps["flag"].hits
+
+    assert marks() == (["old", "old"], 0)
+    (plugin_root / PACKAGE / "helpers.py").write_text("MARK = 'new'\n")
+    assert marks(cache=cache) == (["old", "old"], 0)  # the helper imported before the edit runs
+    for module in (f"{PACKAGE}.helpers", f"{PACKAGE}.marked"):  # the edit's code, as a new process runs it
+        importlib.reload(sys.modules[module])
+    assert marks(cache=cache) == (["new", "new"], 0)
 
 
 # -- a plugin that cannot be registered: one line naming it -------------------------------------------------
