@@ -161,6 +161,7 @@ print(json.dumps(run(cache=cache)))
 '''
 
 
+@pytest.mark.slow  # two scripts, each starting a Ray of its own
 def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path):
     """A notebook's Ray keeps its workers: one that imported the plugin for a run without the cache, then keyed it
     for a cached run after the file was edited, stored the old code's output under the edited file's key, and a new
@@ -183,7 +184,7 @@ def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path)
 
     def script(*args: str) -> list:
         done = subprocess.run([sys.executable, "-c", EDITING, json.dumps(spec), str(tmp_path / "cache"), *args],
-                              cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
+                              cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
 
