@@ -183,8 +183,8 @@ def _slot(alias: ModelAlias) -> Iterator[None]:
 CHARS_PER_TOKEN = 64
 
 
-class _TooLong(ValueError):
-    """A streamed reply that passed what its max_tokens allows (read no further)."""
+class _UnusableStream(ValueError):
+    """A streamed reply that passed what its max_tokens allows (read no further), or that was no stream of events."""
 
 
 def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int) -> str | None:
@@ -214,12 +214,25 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
             if text:
                 written += len(text)
                 if written > most:  # a server that ignores max_tokens: stop reading, not a megabyte later
-                    raise _TooLong(f"the reply passed {most:,} characters, more than max_tokens="
-                                     f"{kwargs['max_tokens']} allows")
+                    raise _UnusableStream(f"the reply passed {most:,} characters, more than max_tokens="
+                                          f"{kwargs['max_tokens']} allows")
                 on_text(text)
     finally:
         getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
+    if not written and (content_type := _not_a_stream(stream)):  # litellm read it as an empty reply
+        raise _UnusableStream(f"the server's reply is not a stream of events (Content-Type: {content_type}), so "
+                              "no completion")
     return litellm.stream_chunk_builder(chunks, messages=messages)
+
+
+def _not_a_stream(stream: Any) -> str | None:
+    """The content type of a streamed call's response when it is no stream of events (a proxy's web page, a JSON
+    body), which litellm reads as a reply with no text; None for a stream (SSE, Ollama's JSON lines, Bedrock's) or
+    a response without headers (the embedded model)."""
+    headers = (getattr(stream, "_hidden_params", None) or {}).get("additional_headers") or {}
+    content_type = str(headers.get("llm_provider-content-type") or "").split(";")[0].strip()
+    streams = ("event-stream", "ndjson", "eventstream")
+    return content_type if content_type and not any(s in content_type.lower() for s in streams) else None
 
 
 def _usage_option(alias: ModelAlias) -> dict[str, Any]:
@@ -329,7 +342,7 @@ def _detail(err: Exception) -> str:
     and first line."""
     from operators.errors import in_chain
 
-    if isinstance(err, _TooLong):
+    if isinstance(err, _UnusableStream):
         return str(err)
     if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
         return "connection refused"

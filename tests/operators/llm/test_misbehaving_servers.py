@@ -25,6 +25,12 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
     ("shapeless", False, "api", "the server's reply is not a completion: it has no choices (its keys: ['foo'])"),
     ("binary", False, "api", "the server's reply is not UTF-8 text"),
     ("nochoices", False, "api", "the server's reply has no choices"),
+    # streamed, a body that is no stream of events was read as an empty reply ('', finish reason stop)
+    ("html", True, "api", "the server's reply is not a stream of events (Content-Type: text/html), so no completion"),
+    ("malformed", True, "api", "the server's reply is not a stream of events (Content-Type: application/json), so no "
+                               "completion"),
+    ("shapeless", True, "api", "the server's reply is not a stream of events (Content-Type: application/json), so no "
+                               "completion"),
     ("huge", False, "api", "the reply is 1,000,000 characters, more than max_tokens=64 allows"),
     ("huge", True, "api", "the reply passed 4,096 characters, more than max_tokens=64 allows"),
     ("echo", False, "api", "the model sent the prompt back (an echo), not an answer"),
@@ -125,3 +131,20 @@ def test_a_flows_chat_answer_says_why_there_is_none_in_words(fault_models):
     assert content.startswith("No answer could be written (api: model 'fault-nochoices' (openai/fault-nochoices at ")
     assert content.endswith("): the server's reply has no choices).") and "'step'" not in content
 
+
+
+def test_a_chats_streamed_answer_from_a_web_page_says_so_not_that_the_model_wrote_nothing(fault_models):
+    """A proxy's login page came back to a chat (streamed) as "the model returned no usable text ('', finish reason
+    stop)": litellm reads a body that is no stream of events as an empty reply, which blamed the model."""
+    from operators.generate.answer_stream import streaming_answers
+
+    table = create("generate.context", {"max_context_length": 300})(sample_results(1, 2))
+    answer = create("generate.answer", {"model": "fault-html", "num_retries": 0}, step_id="answer")
+    pieces: list[str] = []
+    with streaming_answers(lambda qid, text: pieces.append(text)):
+        out = answer(table)
+    reason = answer.drain_metadata()["q1"]["degraded"]["reason"]
+    assert reason.startswith("api: model 'fault-html' (openai/fault-html at http://127.0.0.1:"), reason
+    assert reason.endswith("): the server's reply is not a stream of events (Content-Type: text/html), so no "
+                           "completion"), reason
+    assert out.select(table.column_names).equals(table) and pieces == []
