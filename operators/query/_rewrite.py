@@ -174,14 +174,15 @@ class QueryRewriter(LLMStep):
                     continue
                 kept.append((source, text))
                 seen.append(_tokens(text))
+        failing = self.params.on_error == "error"  # the step fails: nothing is kept, no fallback written, nor said
         if kept:
             if problems:  # some calls failed: the queries they would have given are missing (and not cached)
-                self.degrade(qid, f"{len(problems)} of {len(replies)} calls failed, the others' queries kept: "
-                             f"{problems[0]}")
+                others = "" if failing else ", the others' queries kept"
+                self.degrade(qid, f"{len(problems)} of {len(replies)} calls failed{others}: {problems[0]}")
             return kept
         reason = problems[0] if problems else "the model returned no valid query"
         fallback = self.fallback_query(query)
-        if self.params.fallback == "keywords" and fallback:
+        if self.params.fallback == "keywords" and fallback and not failing:
             if _novel(fallback, seen, self.params):  # (an earlier rewriter's fallback was the same words)
                 self.degrade(qid, f"{reason}; the question's keywords are the extra query")
                 return [("fallback_keywords", fallback)]

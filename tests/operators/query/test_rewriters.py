@@ -340,3 +340,22 @@ def test_a_cached_extra_query_never_takes_a_qid_the_input_gives_another_query(fa
     assert len(qids) == len(set(qids)), qids
     assert extra(out) == [("1#2", "1", "rephrase", "bumblebee nectar gathering"),
                           ("1#1#1", "1#1", "rephrase", "bumblebee nectar gathering")]
+
+
+@pytest.mark.parametrize("op", ["query.expand", "query.decompose", "query.keywords"])
+def test_on_error_error_fails_the_step_without_saying_a_fallback_was_written(fault_models, op):
+    """With on_error: error the step failed with "...; the question's keywords are the extra query", a fallback
+    that was never written (and "the others' queries kept" for a query whose rows were not kept either)."""
+    from operators.errors import StepFailed
+    from operators.llm.gateway import Completion, LLMError
+
+    step = create(op, {"model": "fault-error", "num_retries": 0, "on_error": "error"}, step_id="x")
+    with pytest.raises(StepFailed) as err:
+        step(sample_queries(1))
+    assert err.value.message.endswith("InternalServerError: the fault server failed on purpose"), err.value.message
+    assert "extra query" not in err.value.message
+    expand = create("query.expand", {"model": "local", "on_error": "error"}, step_id="x")  # replies given: no call
+    replies = [("rephrase", Completion(text="honey bees pollination", model="m")),
+               ("broaden", LLMError("the server said 500", kind="api"))]
+    with pytest.raises(StepFailed, match=r"query 'q1': 1 of 2 calls failed: api: the server said 500$"):
+        expand._kept("q1", "Which insects make honey?", replies)
