@@ -103,8 +103,8 @@ class LLMJudgeReranker(Reranker, LLMStep):
             said = ("every model call failed" if not unread else f"the model replied to all {calls} calls but "
                     "none named a candidate" if unread == calls else f"every model call {what}")
             return FirstStageKept(f"{said}; first: {failures[0]}")
-        self.degrade(qid, f"{len(failures)} of {calls} model calls {what} (the incoming order decided them); "
-                          f"first: {failures[0]}")
+        decided = "" if self.params.on_error == "error" else " (the incoming order decided them)"  # error: it fails
+        self.degrade(qid, f"{len(failures)} of {calls} model calls {what}{decided}; first: {failures[0]}")
         return None
 
 

@@ -90,6 +90,18 @@ def test_a_failing_model_never_drops_rows(fault_models, scenario):
         create("rerank.llm_tournament", {"model": f"fault-{scenario}", "num_retries": 0, "on_error": "error"})(table)
 
 
+def test_on_error_error_fails_on_a_failed_call_without_saying_the_incoming_order_decided_it(fault_models):
+    """One of two calls failed (the flaky server's first): the step failed saying '1 of 2 model calls failed (the
+    incoming order decided them)', a decision the failed step never made."""
+    op = create("rerank.llm_tournament", {"model": "fault-flaky", "n": 3, "num_retries": 0, "concurrency": 1,
+                                          "on_error": "error"}, step_id="t")
+    with pytest.raises(OperatorError) as err:
+        op(sample_results(1, 3))
+    assert "query 'q1': 1 of 2 model calls failed; first: api: model 'fault-flaky'" in err.value.message, \
+        err.value.message
+    assert "incoming order" not in err.value.message and fault_models.attempts["flaky"] == 2
+
+
 def test_a_timeout_degrades_the_query(fault_models):
     op = create("rerank.llm_tournament", {"model": "fault-slow", "timeout": 0.3, "num_retries": 0}, step_id="t")
     out = op(sample_results(1, 2))
