@@ -62,7 +62,7 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "13"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "14"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
     # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
@@ -70,6 +70,7 @@ class AnswerGenerator(LLMStep):
     # its lowercase last word qualifies ("northern France"); 11: min_relevance
     # 12: a follow-up's answer is read against the question as asked (question_column), not its history form
     # 13: a Sources: label after the answer's last sentence is read as the sources section; a cut-open [1 dropped
+    # 14: the question as asked from a row that has it (not a retrieve.messages row ranked first)
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -175,8 +176,8 @@ class AnswerGenerator(LLMStep):
         groups = dict(qid_groups(table))
         closed_book = p.context_column is None
         queries = {qid: rows.column("query")[0].as_py() or "" for qid, rows in groups.items()}
-        asked = {qid: (rows.column(p.question_column)[0].as_py() if p.question_column in rows.column_names else None)
-                 or queries[qid] for qid, rows in groups.items()}  # the question as asked, not its history form
+        # the question as asked, not its history form: from a row that has it (retrieve.messages' rows do not)
+        asked = {qid: _given(rows, p.question_column) or queries[qid] for qid, rows in groups.items()}
         contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
                     for qid, rows in groups.items()}
         abstaining = self._abstaining(groups)
@@ -271,6 +272,12 @@ def _junk_answer(answer: str) -> str | None:
     if not re.search(r"[^\W_]", re.sub(r"\[[\d,\s]*\]", " ", answer)):
         return "the reply has no answer, only labels or citations"
     return repetition(answer)
+
+
+def _given(rows: pa.Table, column: str) -> str | None:
+    """The query's first value in ``column`` that is set (None: none, or no such column)."""
+    given = pc.drop_null(rows.column(column)) if column in rows.column_names else []
+    return given[0].as_py() if len(given) else None
 
 
 def answer_cut(text: str, finish_reason: str | None, short: bool, span: str = "") -> bool:

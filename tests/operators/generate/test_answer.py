@@ -323,10 +323,9 @@ def test_a_looping_or_empty_answer_is_junk(fault_models, reply, reason):
     assert reason in meta["degraded"]["reason"] and meta["raw_response"] == reply
 
 
-def test_a_follow_ups_answer_is_read_against_the_question_as_asked(fault_models):
-    """query.contextualize gives a follow-up its history form ("Is alcohol covered by it? (What is the daily meal
-    allowance ...; 45 euros)"); the answer was read against it, so its words from the earlier turn counted as the
-    question's: no source for an answer the expenses page holds, and the short answer not cut to its span."""
+def follow_up_results(messages_rows: bool) -> pa.Table:
+    """A follow-up's results after query.contextualize and generate.context, with retrieve.messages' row of the
+    earlier answer ranked first when ``messages_rows``."""
     import json
 
     docs = pa.table({"qid": ["1", "1"], "query": ["Is alcohol covered by it?"] * 2, "docno": ["exp#0", "leave#0"],
@@ -337,7 +336,19 @@ def test_a_follow_ups_answer_is_read_against_the_question_as_asked(fault_models)
                                               {"role": "assistant", "content": "45 euros"}])] * 2})
     table = create("query.contextualize", {})(docs)
     assert table.column("query")[0].as_py().startswith("Is alcohol covered by it? (What is the daily")
-    table = create("generate.context", {"max_context_length": 400})(table)
+    if messages_rows:
+        table = create("retrieve.messages", {})(table)
+    return create("generate.context", {"max_context_length": 400})(table)
+
+
+@pytest.mark.parametrize("messages_rows", [False, True])
+def test_a_follow_ups_answer_is_read_against_the_question_as_asked(fault_models, messages_rows):
+    """query.contextualize gives a follow-up its history form ("Is alcohol covered by it? (What is the daily meal
+    allowance ...; 45 euros)"); the answer was read against it, so its words from the earlier turn counted as the
+    question's: no source for an answer the expenses page holds, and the short answer not cut to its span. With
+    retrieve.messages, whose row of the earlier answer (ranked first) has no original_query, it still was."""
+    table = follow_up_results(messages_rows)
+    assert table.column("docno")[0].as_py() == ("message-1" if messages_rows else "exp#0")
     fault_models.reply = "No, alcohol is not covered by it. The daily allowance is 45 euros"
     op = create("generate.answer", {"model": "fault-ok", "style": "short"}, step_id="answer")
     op(table)
