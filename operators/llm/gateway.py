@@ -302,10 +302,15 @@ def named(model: str, alias: ModelAlias) -> str:
 
 
 def _kind(err: Exception) -> ErrorKind:
-    """litellm's exception class first; then the transport error it wraps; then its message, for the missing key
-    that litellm's OpenAI client reports as an ``InternalServerError`` or an ``APIError`` ("Missing credentials")."""
+    """A reply that is not UTF-8 is ``api``; else litellm's exception class first; then the transport error it wraps;
+    then its message, for the missing key that litellm's OpenAI client reports as an ``InternalServerError`` or an
+    ``APIError`` ("Missing credentials")."""
     import litellm
 
+    from operators.errors import in_chain
+
+    if in_chain(err, UnicodeDecodeError) is not None:  # streamed, litellm says it as a lost connection
+        return "api"
     checks: list[tuple[Any, ErrorKind]] = [
         (litellm.Timeout, "timeout"), (litellm.RateLimitError, "rate_limit"),
         (litellm.AuthenticationError, "auth"), (litellm.NotFoundError, "not_found"),

@@ -24,6 +24,7 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
                            "'<html><body><h1>Welcome</h1></body></html>'"),
     ("shapeless", False, "api", "the server's reply is not a completion: it has no choices (its keys: ['foo'])"),
     ("binary", False, "api", "the server's reply is not UTF-8 text"),
+    ("binary", True, "api", "the server's reply is not UTF-8 text"),  # streamed, it was a 'connection' error
     ("nochoices", False, "api", "the server's reply has no choices"),
     # streamed, a body that is no stream of events was read as an empty reply ('', finish reason stop)
     ("html", True, "api", "the server's reply is not a stream of events (Content-Type: text/html), so no completion"),
