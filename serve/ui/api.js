@@ -60,8 +60,22 @@ function describe(status, payload) {
   const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
   if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
   const field = error.param ? ` (field: ${error.param})` : "";
-  return `${head}${field}: ${withoutParam(String(error.message), error.param)}`;
+  return `${head}${field}: ${inPageWords(withoutParam(String(error.message), error.param))}`;
 }
+
+/** The service's pointers to its own routes, written for any client, and the tab of this page that shows the same:
+ * "index 'x' does not exist (GET /v1/indices lists the indices)" left a page user with a route to call. */
+const ROUTE_HINTS = [
+  ["GET /v1/indices lists", "the Indices tab lists"],
+  ["GET /v1/models lists", "the Models tab lists"],
+  ["(GET /v1/models)", "(the Models tab lists it)"],
+  ["GET /flows lists", "the Flows tab lists"],
+  ["GET /task/progress/{id} follows", "the Tasks tab follows"],
+  ["(GET /task/progress/{id})", "(the Tasks tab follows it)"],
+];
+
+/** ``message`` with each of the service's route pointers (ROUTE_HINTS) said as the page's tab. */
+const inPageWords = (message) => ROUTE_HINTS.reduce((text, [route, tab]) => text.replaceAll(route, tab), message);
 
 /** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: "
  * and "step 'fused', field 'steps.fused.op': " said it twice. */

@@ -60,10 +60,19 @@ def error_text(driver) -> str:
     return "" if box.get_attribute("hidden") is not None else box.text
 
 
+#: The service's pointers to its routes, and the page's tab that the page names for each (serve/ui/api.js).
+ROUTE_HINTS = {"GET /v1/indices lists": "the Indices tab lists", "GET /v1/models lists": "the Models tab lists",
+               "(GET /v1/models)": "(the Models tab lists it)",
+               "GET /flows lists": "the Flows tab lists", "GET /task/progress/{id} follows": "the Tasks tab follows",
+               "(GET /task/progress/{id})": "(the Tasks tab follows it)"}
+
+
 def page_error(status: int, error: dict) -> str:
     """An API error as the page shows it: the field it names, then its message without that field again at its start
-    ("index: ", "step 'fused', field 'steps.fused.op': ")."""
+    ("index: ", "step 'fused', field 'steps.fused.op': "), its pointers to the API's routes said as the page's tabs."""
     message, param = error["message"], error.get("param")
+    for route, tab in ROUTE_HINTS.items():
+        message = message.replace(route, tab)
     if not param:
         return f"HTTP {status}: {message}"
     message = message.removeprefix(f"{param}: ")
