@@ -143,8 +143,10 @@ async function readHealth() {
 async function loadModels() {
   const models = await call("GET", "v1/models");
   const body = $("model-table").tBodies[0];
-  body.replaceChildren(...models.data.map((m) => el("tr", {},
-    el("td", {}, m.id), el("td", {}, m.type || ""), el("td", {}, m.status || ""), el("td", {}, m.reason || ""))));
+  // cells that name their column: in a narrow window a model is a card, its reason under it (style.css)
+  body.replaceChildren(...models.data.map((m) => el("tr", {"data-model": m.id}, columnCell("id", m.id),
+    columnCell("type", m.type || ""), columnCell("status", m.status || ""),
+    columnCell("why not ready", m.reason || ""))));
 }
 
 /** Ctrl+Enter (Cmd+Enter on a Mac) in a box where Enter starts a new line (a message, the queries) submits its
