@@ -250,6 +250,14 @@ async function upload(event) {
   }
 }
 
+/** Whether GET /v1/indices lists index ``name``, read again when the table does not (made since, elsewhere). */
+async function listedIndex(name) {
+  const listed = () => indexListing.indices.some((ix) => ix.name === name);
+  if (listed()) return true;
+  await loadIndices();
+  return listed();
+}
+
 async function deleteDocuments(event) {
   event.preventDefault();
   const ids = $("delete-docs-ids").value.split(/[\n,]/).map((id) => id.trim()).filter(Boolean);
@@ -260,6 +268,10 @@ async function deleteDocuments(event) {
     if (!ids.length) { // the service's words would be pydantic's ("List should have at least 1 item")
       throw new ApiError("enter the ids of the documents to delete (field: ids): one a line, or separated by commas",
         {param: "ids"});
+    }
+    if (!await listedIndex(name)) { // asked to confirm, then got the service's 404
+      throw new ApiError(`there is no index '${name}' (field: name): the table above lists the indices`,
+        {param: "name"});
     }
     if (!window.confirm(`Delete ${ids.length} document(s) from the index '${name}'?`)) return;
     const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});

@@ -7,8 +7,10 @@ import json
 import secrets
 
 import pytest
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (added_index, by_id, click, error_text, fill_search, open_page, set_text, shown_results,
@@ -165,6 +167,39 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     browser.switch_to.alert.accept()
     wait(browser, lambda d: name not in index_rows(d))
     assert name not in {ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}
+
+
+def test_delete_documents_from_an_index_that_is_not_there_is_refused_before_asking_and_one_made_since_is_found(
+        browser, ui_app):
+    """No index of that name: refused in the page, naming the field, where it asked to confirm and then showed the
+    service's 404; an index made after the table was read (elsewhere) is read again, not refused."""
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    wait(browser, lambda d: index_rows(d))
+    assert ui_app.api("POST", "/v1/indices/no_such_index/delete", {"ids": ["a"]}).status_code == 404
+    set_text(browser, "delete-docs-index", "no_such_index")
+    set_text(browser, "delete-docs-ids", "a")
+    by_id(browser, "delete-docs-button").click()
+    with pytest.raises(NoAlertPresentException):  # before, it asked to confirm, then showed the service's 404
+        browser.switch_to.alert.text
+    shown = wait(browser, lambda d: error_text(d))
+    assert shown == "there is no index 'no_such_index' (field: name): the table above lists the indices"
+    assert browser.switch_to.active_element == by_id(browser, "delete-docs-index")
+
+    name = "ui-made-since-" + secrets.token_hex(3)
+    added_index(ui_app, name)  # not in the table the page read
+    try:
+        assert name not in index_rows(browser)
+        set_text(browser, "delete-docs-index", name)
+        set_text(browser, "delete-docs-ids", "note")
+        by_id(browser, "delete-docs-button").click()
+        asked = wait(browser, expected_conditions.alert_is_present(), 30)  # once the indices are read again
+        assert asked.text == f"Delete 1 document(s) from the index '{name}'?"
+        asked.accept()
+        wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
+        assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s))"
+    finally:
+        ui_app.api("DELETE", f"/v1/indices/{name}")
 
 
 def test_share_and_delete_by_keyboard_leave_the_focus_on_the_rows_buttons(browser, ui_app):
