@@ -52,3 +52,29 @@ def test_an_index_that_does_not_exist_is_said_with_the_tab_that_lists_the_indice
     assert refused.status_code == 422 and "(GET /v1/indices lists the indices)" in refused.json()["error"]["message"]
     assert shown == "HTTP 422 (field: index): index 'no_such_index' does not exist (the Indices tab lists the indices)"
     assert "GET /" not in shown and browser.switch_to.active_element == by_id(browser, "index")
+
+
+def test_an_error_of_a_form_far_down_the_page_is_in_view_beside_the_field_it_names(browser, ui_app):
+    """Delete documents, under the indices and the Add form: its refusal was drawn at the page's top, scrolled out of
+    sight, so the button seemed to do nothing."""
+    open_page(browser, ui_app)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1280, "height": 600, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#index-table tbody tr"))
+        set_text(browser, "delete-docs-index", "any_index")
+        set_text(browser, "delete-docs-ids", " ")  # no ids: refused in the page
+        button = by_id(browser, "delete-docs-button")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'})", button)
+        button.click()
+        assert wait(browser, lambda d: error_text(d)).startswith("enter the ids of the documents to delete")
+        seen = browser.execute_script("""const box = document.getElementById('error').getBoundingClientRect();
+            const field = document.activeElement.getBoundingClientRect();
+            return {scrolled: window.scrollY, error: [box.top, box.bottom], field: [field.top, field.bottom],
+                    height: window.innerHeight, focused: document.activeElement.id};""")
+        assert seen["scrolled"] > 0 and seen["focused"] == "delete-docs-ids", seen  # far down, on the field
+        assert 0 <= seen["error"][0] and seen["error"][1] <= seen["height"], seen  # the error in view
+        assert seen["error"][1] <= seen["field"][0] and seen["field"][1] <= seen["height"], seen  # the field too
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
