@@ -32,29 +32,32 @@ def test_a_plugin_only_on_the_drivers_path_is_refused_naming_its_step(
     assert events == []  # refused before bm25 ran
 
 
+# A connection, not a lock: once Ray Serve ran in the process (another test's app), Ray's cloudpickle sends a lock as
+# a new one (serve/_private/utils.py registers it), and the class travels.
 LOCKED = '''
-import threading
+import sqlite3
 
 from operators.base import Operator
 
-LOCK = threading.Lock()  # a notebook's global that a method uses: travels with the class, and cannot
+DB = sqlite3.connect(":memory:", check_same_thread=False)  # a notebook's global that a method uses: travels with
+# the class, and cannot
 
 
 class LockedFlagger(Operator):
-    """Flags rows, one at a time."""
+    """Flags rows, as a table of its database says."""
 
     name = "mylab.locked_flag"
 
     def transform(self, table):
-        with LOCK:
-            return table
+        DB.execute("select 1")
+        return table
 '''
 
 
 def test_an_operator_class_ray_cannot_pickle_is_refused_naming_its_step(tmp_path, plugin_module, ray_session):
     """A class that travels by value (a notebook's ``__main__``, here a module registered with cloudpickle's
-    ``register_pickle_by_value``) whose method uses a lock failed in Ray's serialisation with a bare TypeError and a
-    page of Ray's diagnosis, naming no step; the local executor runs it."""
+    ``register_pickle_by_value``) whose method uses a connection failed in Ray's serialisation with a bare TypeError
+    and a page of Ray's diagnosis, naming no step; the local executor runs it."""
     import importlib
 
     from ray import cloudpickle
@@ -75,7 +78,7 @@ def test_an_operator_class_ray_cannot_pickle_is_refused_naming_its_step(tmp_path
     assert (err.step, err.field) == ("flag", "steps.flag.op")
     assert "operator mylab.locked_flag is defined in " in err.message
     assert "so Ray sends the class itself to its workers" in err.message
-    assert "(TypeError: cannot pickle '_thread.lock' object)" in err.message and "in setup()" in err.message
+    assert "(TypeError: cannot pickle 'sqlite3.Connection' object)" in err.message and "in setup()" in err.message
     assert events == []  # refused before bm25 ran
 
 
