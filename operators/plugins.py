@@ -30,6 +30,8 @@ from operators.errors import TesseraError, close_names, did_you_mean, one_line, 
 ENTRY_POINT_GROUP = "tessera.operators"
 #: The environment variable naming plugin modules (comma-separated).
 ENV_VAR = "TESSERA_OPERATORS"
+#: Module prefixes that ship with Tessera (not a plugin's): importable wherever Tessera runs.
+BUILT_IN_PACKAGES = ("operators.", "flows.", "serve.")
 _NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 Found = dict[str, tuple[type[Operator], str]]  # operator name -> (class, where it came from)
@@ -100,8 +102,8 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
 def remember_source(cls: type) -> None:
     """Record, once per class, the digest of the file of ``cls``'s module and of each module of its top-level package
     imported by then (its helpers): when it registers, just after its module's import, or where a Ray worker first
-    builds one of its operators (``flows.executors._ray_udfs``)."""
-    if cls in _remembered:
+    builds one of its operators (``flows.executors._ray_udfs``). Tessera's own classes are no plugin's: none."""
+    if cls in _remembered or cls.__module__.startswith(BUILT_IN_PACKAGES):
         return
     _remembered.add(cls)
     own, top = cls.__module__, cls.__module__.partition(".")[0]

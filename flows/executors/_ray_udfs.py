@@ -129,7 +129,6 @@ def shared_reporter() -> Any:
 #: shared per process (``operators.models.repository``, ``shared_index``), so a kept operator holds no copy.
 _kept_operators = ObjectRepository()
 KEPT_OPERATORS_MAX = 64
-_BUILT_IN = ("operators.", "flows.", "serve.")  # Tessera's own modules: not a plugin's
 
 
 def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
@@ -138,8 +137,7 @@ def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
     # this is what ``operators.registry.create`` does once it has found the class,
     # and it also works for operators that are not in the registry (plugins, tests).
     inputs = tuple(input_steps)
-    if not op_class.__module__.startswith(_BUILT_IN):  # a plugin's: the file this worker imported, for its key
-        remember_source(op_class)
+    remember_source(op_class)  # a plugin's: the file this worker imported, for its key
     if len(_kept_operators) >= KEPT_OPERATORS_MAX:
         _kept_operators.clear()
     op = _kept_operators.get_or_create(f"{op_class.__module__}.{op_class.__qualname__}",

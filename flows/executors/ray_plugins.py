@@ -31,9 +31,7 @@ from ray import cloudpickle
 
 from flows.spec import Flow
 from operators.errors import SpecError
-
-#: Module prefixes that ship with Tessera: importable wherever Tessera runs.
-_BUILT_IN = ("operators.", "flows.", "serve.")
+from operators.plugins import BUILT_IN_PACKAGES
 
 _lock = threading.Lock()
 _importable: set[tuple[str, str]] = set()  # (Ray job id, module) a worker imported
@@ -52,7 +50,7 @@ def plugin_modules(flow: Flow, steps: Iterable[str]) -> dict[str, str]:
     modules: dict[str, str] = {}
     for step in steps:
         cls = type(flow.operators[step])
-        if cls.__module__.startswith(_BUILT_IN) or _travels_by_value(cls):
+        if cls.__module__.startswith(BUILT_IN_PACKAGES) or _travels_by_value(cls):
             continue
         modules.setdefault(cls.__module__, step)
     return modules
