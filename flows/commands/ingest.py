@@ -113,7 +113,7 @@ def handle(args: argparse.Namespace) -> int:
     if glob and uris.is_uri(args.source):  # read as a file of that name, it said "no file matches"
         raise CliError(f"--source '{args.source}': a URI names one file or folder, not a glob; give the folder "
                        f"({args.source.rsplit('/', 1)[0]}/), or the glob as a local path", field="--source")
-    if glob and not uris.is_uri(args.source) and not _matches_a_file(args.source):  # the read step named 'params.path'
+    if glob and not _matches_a_file(args.source):  # the read step named 'params.path'
         raise CliError(f"cannot read --source '{args.source}': no file matches it (working directory {os.getcwd()})",
                        field="--source")
     check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source},
