@@ -13,13 +13,18 @@ from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, p
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
 
-def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_until_edited(browser, ui_app):
+def refused_search(browser, ui_app, index: str):
+    """A bm25 search of ``index`` from the page: the error the page shows, and the service's answer to the same."""
     open_page(browser, ui_app)
     fill_search(browser, "bm25", QUERY, "3")
-    set_text(browser, "index", "../../etc")
+    set_text(browser, "index", index)
     by_id(browser, "search-button").click()
     shown = wait(browser, lambda d: error_text(d))
-    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3, "index": "../../etc"})
+    return shown, ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3, "index": index})
+
+
+def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_until_edited(browser, ui_app):
+    shown, refused = refused_search(browser, ui_app, "../../etc")
     error = refused.json()["error"]
     assert refused.status_code == 422 and error["param"] == "index" and error["message"].startswith("index: index ")
     assert shown == f"HTTP 422 (field: index): {error['message'].removeprefix('index: ')}" == page_error(422, error)
@@ -43,12 +48,7 @@ def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_
 
 def test_an_index_that_does_not_exist_is_said_with_the_tab_that_lists_the_indices_not_an_api_route(browser, ui_app):
     """The service's 422 points any client to ``GET /v1/indices``; a page user has the Indices tab, not a route."""
-    open_page(browser, ui_app)
-    fill_search(browser, "bm25", QUERY, "3")
-    set_text(browser, "index", "no_such_index")
-    by_id(browser, "search-button").click()
-    shown = wait(browser, lambda d: error_text(d))
-    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3, "index": "no_such_index"})
+    shown, refused = refused_search(browser, ui_app, "no_such_index")
     assert refused.status_code == 422 and "(GET /v1/indices lists the indices)" in refused.json()["error"]["message"]
     assert shown == "HTTP 422 (field: index): index 'no_such_index' does not exist (the Indices tab lists the indices)"
     assert "GET /" not in shown and browser.switch_to.active_element == by_id(browser, "index")
