@@ -42,6 +42,20 @@ def default_uri(out: Path) -> str:
     return f"sqlite:///{(Path(out).resolve() / STORE_FILE).as_posix()}"
 
 
+def store_path(uri: str | None) -> str | None:
+    """The local path a tracking URI writes into, as given (a SQLite database, a file store), else None: in a Ray job
+    a relative one lands in the job's temporary working directory, which Ray deletes (``flows.commands.bench``)."""
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        database = parsed.path[1:]  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
+        return None if database in ("", ":memory:") else database
+    if parsed.scheme == "file":
+        return parsed.path or None
+    return uri if parsed.scheme == "" else None
+
+
 def required_modules(uri: str | None) -> tuple[str, ...]:
     """The modules a tracking URI needs (the ``bench`` extra has them all)."""
     scheme = urlparse(uri).scheme.split("+")[0] if uri else "sqlite"

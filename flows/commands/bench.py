@@ -7,8 +7,9 @@ from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, check_job_paths, console, positive_int,
-                                     print_json, refuse_cache_dir_without_cache, require_extra, rewritten_logs)
+from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, check_job_paths, console, in_ray_job,
+                                     positive_int, print_json, refuse_cache_dir_without_cache, require_extra,
+                                     rewritten_logs)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
@@ -75,6 +76,7 @@ def handle(args: argparse.Namespace) -> int:
     refuse_cache_dir_without_cache(args)
     check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir, "--cache-dir": args.cache_dir},
                     inputs={"--dataset": args.dataset}, executor=args.executor)
+    refuse_relative_store_in_job(args.mlflow_uri)
     from flows.bench import tracking
 
     require_extra("bench", ("ir_measures", "statsmodels", "matplotlib", "torchmetrics")
@@ -108,6 +110,23 @@ def handle(args: argparse.Namespace) -> int:
     else:
         _print_summary(result)
     return 0
+
+
+def refuse_relative_store_in_job(uri: str | None) -> None:
+    """In a Ray job, a ``--mlflow-uri`` whose store is a relative path (``sqlite:///mlflow.db``, ``file:mlruns``) would
+    be written into the job's temporary working directory, which Ray deletes: refused before anything runs, as a
+    relative ``--out`` is (``check_job_paths``). The default store is in ``--out``, which is checked there."""
+    from pathlib import Path
+
+    from flows.bench.tracking import store_path
+
+    store = store_path(uri)
+    if not in_ray_job() or store is None or Path(store).expanduser().is_absolute():
+        return
+    raise BenchError(f"--mlflow-uri '{uri}' names a relative path ({store}): in a Ray job the store would be written "
+                     "into the job's temporary working directory and lost; give an absolute path the cluster can "
+                     "write (sqlite:////abs/path/mlflow.db, four slashes), a tracking server, or leave --mlflow-uri "
+                     "out to log into --out's mlflow.db", field="mlflow-uri")
 
 
 def _bench_advice(record) -> None:
