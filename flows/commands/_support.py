@@ -44,59 +44,6 @@ def require_extra(extra: str, modules: tuple[str, ...]) -> None:
                        f"pip install 'tessera[{extra}]' (from a clone: pip install -e '.[{extra}]')", field=extra)
 
 
-def in_ray_job() -> bool:
-    """Whether this process is a Ray job's entrypoint (``ray job submit``): Ray's job supervisor sets the variable."""
-    return "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
-
-
-def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
-                    executor: str | None = None) -> None:
-    """In a Ray job, relative paths point into the job's temporary copy of the working directory on the
-    node that runs it: Ray deletes it with the session, and its upload leaves out git-ignored files
-    (``.tessera/`` among them). So in a job a relative output is refused, and a relative input that is
-    not there says why, each before anything runs, in one line. ``{option: value}``; ``--index`` may also
-    be a name under ``$TESSERA_HOME/indices``. A URI (``flows.uris``) is checked for its scheme, in a job or not,
-    and with ``executor="ray"`` the cluster ``RAY_ADDRESS`` names (``flows.executors.ray_address``)."""
-    from pathlib import Path
-
-    from flows import uris
-    from operators.store import resolve_index
-    from operators.store.layout import is_index_name
-
-    for option, value in {**(outputs or {}), **(inputs or {})}.items():
-        if uris.is_uri(value):
-            uris.check_scheme(value, option.lstrip("-"))  # everywhere, before anything runs
-    if executor == "ray":  # a job-server address or a stopped cluster: before an ingestion stages its corpus
-        from flows.executors.ray_address import check_ray_address
-
-        check_ray_address(ahead=True)  # the run's ray.init takes it as checked: one probe
-    if not in_ray_job():
-        return
-
-    def path(option: str, value: Any) -> Path:  # as given: a relative path stays relative
-        return resolve_index(value) if option == "--index" and is_index_name(value) else Path(value).expanduser()
-
-    outputs = {k: v for k, v in (outputs or {}).items() if not uris.is_uri(v)}  # a URI is absolute
-    inputs = {k: v for k, v in (inputs or {}).items() if not uris.is_uri(v)}
-    for option, value in outputs.items():
-        if value and not path(option, value).is_absolute():
-            raise CliError(f"{option} '{value}' is relative: in a Ray job it would be written into the job's "
-                           "temporary working directory and lost; give an absolute path the cluster can write "
-                           f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
-    for option, value in inputs.items():
-        if value and not path(option, value).is_absolute() and not path(option, value).exists():
-            missing = f"{option} '{value}' is not in this Ray job's copy of the working directory"
-            absolute = f'give an absolute path the cluster can read (on a local cluster: {option} "$PWD/{value}")'
-            if ".." in Path(value).parts:  # the upload holds the working directory, nothing above it
-                message = (f"{missing} (it leads out of the working directory, and the job's upload holds only "
-                           f"what is inside it): {absolute}")
-            else:  # Ray's upload rules (.gitignore, .rayignore, excludes) are its own: both causes are named
-                message = (f"{missing}: the path is mistyped, or the job's upload left it out (it leaves out "
-                           f"git-ignored files and the runtime env's excludes, such as .tessera/); if it is there "
-                           f"where you submitted, {absolute}")
-            raise CliError(message, field=option.lstrip("-"))
-
-
 def refuse_contradicting_index_options(args: Any, dense_only: tuple[str, ...]) -> None:
     """``--no-dense`` with ``--no-bm25`` (nothing left to search by), or with an option that only the vectors use
     (``dense_only``: ``--dense-type``, ``--encoder``), which it would ignore: one error naming both options."""

@@ -7,9 +7,9 @@ from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, check_job_paths, console, in_ray_job,
-                                     positive_int, print_json, refuse_cache_dir_without_cache, require_extra,
-                                     rewritten_logs)
+from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, console, positive_int, print_json,
+                                     refuse_cache_dir_without_cache, require_extra, rewritten_logs)
+from flows.commands.job_paths import check_job_paths, in_ray_job, relative_lands
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
@@ -114,8 +114,8 @@ def handle(args: argparse.Namespace) -> int:
 
 def refuse_relative_store_in_job(uri: str | None) -> None:
     """In a Ray job, a ``--mlflow-uri`` whose store is a relative path (``sqlite:///mlflow.db``, ``file:mlruns``) would
-    be written into the job's temporary working directory, which Ray deletes: refused before anything runs, as a
-    relative ``--out`` is (``check_job_paths``). The default store is in ``--out``, which is checked there."""
+    be written into the job's working folder (a temporary copy Ray deletes, or the folder of ``ray start``): refused
+    before anything runs, as a relative ``--out`` is. The default store is in ``--out``, checked there."""
     from pathlib import Path
 
     from flows.bench.tracking import store_path
@@ -124,9 +124,9 @@ def refuse_relative_store_in_job(uri: str | None) -> None:
     if not in_ray_job() or store is None or Path(store).expanduser().is_absolute():
         return
     raise BenchError(f"--mlflow-uri '{uri}' names a relative path ({store}): in a Ray job the store would be written "
-                     "into the job's temporary working directory and lost; give an absolute path the cluster can "
-                     "write (sqlite:////abs/path/mlflow.db, four slashes), a tracking server, or leave --mlflow-uri "
-                     "out to log into --out's mlflow.db", field="mlflow-uri")
+                     f"{relative_lands()}; give an absolute path the cluster can write (sqlite:////abs/path/mlflow.db, "
+                     "four slashes), a tracking server, or leave --mlflow-uri out to log into --out's mlflow.db",
+                     field="mlflow-uri")
 
 
 def _bench_advice(record) -> None:

@@ -25,10 +25,11 @@ import sys
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, CliError, check_job_paths,
-                                     cli_option_error, cli_option_logs, console, positive_int, print_json,
+from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, CliError, cli_option_error,
+                                     cli_option_logs, console, positive_int, print_json,
                                      refuse_contradicting_index_options, refuse_file_as_index_name)
 from flows.commands.ingest_interrupt import StopOnInterrupt
+from flows.commands.job_paths import check_job_paths
 
 #: The ingestion's parameters that its errors and warnings name as a Python call passes them (``source='x'``,
 #: ``retry_failed=True``), and the options that this command names them by (``--source 'x'``, ``--retry-failed``):

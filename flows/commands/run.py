@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument, check_job_paths,
+from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument,
                                      console, escape, TableRows, load_flow, positive_int, print_json,
                                      refuse_cache_dir_without_cache, step_cache)
+from flows.commands.job_paths import check_job_paths
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

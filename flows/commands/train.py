@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from flows.commands._support import CliError, check_job_paths, positive_int
+from flows.commands._support import CliError, positive_int
+from flows.commands.job_paths import check_job_paths
 
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
                "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "

@@ -81,22 +81,29 @@ def app_args_in_process() -> Iterator[None]:
         yield
 
 
+#: A job's runtime env as its entrypoint sees it after ``--runtime-env cluster/runtime_env.yaml`` (or ``--working-dir``)
+#: uploaded the working directory; ``{}`` is a job submitted without one, run in the folder ``ray start`` ran in.
+UPLOADED_RUNTIME_ENV = {"working_dir": "gcs://_ray_pkg_0123456789abcdef.zip"}
+
+
 @pytest.fixture
 def flows_run_in_job(monkeypatch, capsys, caplog) -> Callable[..., subprocess.CompletedProcess]:
     """A function: ``python -m flows.run ARGS`` as Ray's job supervisor starts an entrypoint (its job-config variable
-    set to ``{"runtime_env": runtime_env}``, or ``{}``), from ``cwd`` with ``$TESSERA_HOME`` at ``home``, answered as
-    ``subprocess.run`` would. It runs in this process (``flows.commands.run.main``, what the module calls), without a
-    process's second of imports; what it logs at WARNING or above is added to its stderr, as Python's last-resort
-    handler prints it there in a process of its own. tests/flows/test_job_submit.py runs one in a real process."""
+    set to ``{"runtime_env": runtime_env}``, by default ``UPLOADED_RUNTIME_ENV``), from ``cwd`` with ``$TESSERA_HOME``
+    at ``home``, answered as ``subprocess.run`` would. It runs in this process (``flows.commands.run.main``, what the
+    module calls), without a process's second of imports; what it logs at WARNING or above is added to its stderr, as
+    Python's last-resort handler prints it there in a process of its own. tests/flows/test_job_submit.py runs one in a
+    real process."""
     import logging
 
     from flows.commands.run import main
 
     def run(*args: str, cwd: Path, home: Path, runtime_env: dict | None = None) -> subprocess.CompletedProcess:
+        runtime_env = UPLOADED_RUNTIME_ENV if runtime_env is None else runtime_env
         with monkeypatch.context() as patch:
             patch.chdir(cwd)
             patch.setenv("TESSERA_HOME", str(home))
-            patch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": runtime_env} if runtime_env else {}))
+            patch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": runtime_env}))
             patch.delenv("TESSERA_DEBUG", raising=False)
             capsys.readouterr()
             caplog.clear()

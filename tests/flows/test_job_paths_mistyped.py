@@ -49,3 +49,33 @@ def test_a_git_ignored_path_gets_both_causes_and_the_pwd_advice(job_copy, tmp_pa
     assert "mistyped" in line and "git-ignored" in line, line
     assert '--index "$PWD/.tessera/indices/sample"' in line, line
 
+
+
+# -- a job submitted without a working directory (README, section 3: no --runtime-env) ----------------------------
+# It runs in the folder `ray start` ran in, not in a copy of anything: the messages said "this Ray job's copy of the
+# working directory" and "the job's upload left it out", of an upload there was not.
+
+NO_WORKING_DIR: dict = {}  # the job config's runtime env of `ray job submit -- python -m flows.run ...`
+
+
+def test_without_a_working_dir_a_missing_input_names_the_folder_the_job_runs_in(job_copy, tmp_path, error_line):
+    line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/querys.jsonl",
+                      cwd=job_copy, home=tmp_path / "home", runtime_env=NO_WORKING_DIR)
+    assert f"--queries 'data/sample/querys.jsonl' is not in {job_copy}, where this Ray job runs" in line, line
+    assert "submitted without a working directory" in line and "--runtime-env cluster/runtime_env.yaml" in line
+    assert "copy of the working directory" not in line and "upload left it out" not in line, line
+
+
+def test_without_a_working_dir_a_relative_out_names_where_it_would_go(job_copy, tmp_path, error_line):
+    line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/queries.jsonl",
+                      "--out", "results.parquet", cwd=job_copy, home=tmp_path / "home", runtime_env=NO_WORKING_DIR)
+    assert f"--out 'results.parquet' is relative: in a Ray job it would be written into {job_copy}, the folder " \
+           "`ray start` ran in" in line, line
+    assert "temporary working directory" not in line and '--out "$PWD/results.parquet"' in line, line
+    assert not (job_copy / "results.parquet").exists()
+
+
+def test_without_a_working_dir_a_relative_input_that_is_there_is_read(job_copy, tmp_path, error_line):
+    line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/queries.jsonl",
+                      cwd=job_copy, home=tmp_path / "home", runtime_env=NO_WORKING_DIR)
+    assert "no index at" in line and "--queries" not in line, line

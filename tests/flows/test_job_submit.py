@@ -6,6 +6,7 @@ own temp dir, under Ray's default authentication, stopped by its PID.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,7 +37,8 @@ def run_in_job(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
     """``python -m flows.run ...`` as Ray's job supervisor starts an entrypoint (its job-config variable set), in a
     process of its own: the entry point itself, its stderr as a job's log shows it. The other checks in a job run in
     this process (the ``flows_run_in_job`` fixture)."""
-    env = {**os.environ, "TESSERA_HOME": str(home), "RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
+    job_config = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123456789abcdef.zip"}})  # uploaded
+    env = {**os.environ, "TESSERA_HOME": str(home), "RAY_JOB_CONFIG_JSON_ENV_VAR": job_config}
     env.pop("TESSERA_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "flows.run", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)

@@ -287,7 +287,7 @@ def test_ray_client_is_refused_by_run_and_ingest_before_connecting(tessera, tmp_
 def test_a_command_asks_the_cluster_once_before_its_run(gcs, monkeypatch):
     """``check_job_paths`` checks the address before a run; the run's ``ray.init`` (``ensure_ray``, which calls
     ``check_ray_address``) takes it as checked. A later join asks again."""
-    from flows.commands._support import check_job_paths
+    from flows.commands.job_paths import check_job_paths
     from flows.executors.ray_address import check_ray_address
 
     monkeypatch.setenv("RAY_ADDRESS", gcs.address)

@@ -11,8 +11,8 @@ import pytest
 
 @pytest.fixture
 def bench_in_job(bench, monkeypatch, tmp_path):
-    """``bench(*args)`` as a job's entrypoint, from a working directory of its own (the job's copy)."""
-    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
+    """``bench(*args)`` as a job's entrypoint, from a working directory of its own (the job's uploaded copy)."""
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", '{"runtime_env": {"working_dir": "gcs://_ray_pkg_0.zip"}}')
     monkeypatch.chdir(tmp_path)
     return bench
 
@@ -28,7 +28,8 @@ def test_a_relative_store_is_refused_in_a_job(bench_in_job, tmp_path, uri, store
                                   "--mlflow-uri", uri)
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"tessera: error: field '--mlflow-uri': --mlflow-uri '{uri}' names a relative path "
-                          f"({store}): in a Ray job"), err
+                          f"({store}): in a Ray job the store would be written into the job's temporary working "
+                          "directory and lost;"), err
     assert "sqlite:////abs/path/mlflow.db" in err, err
     assert not any(tmp_path.iterdir()), "nothing is written before the refusal"
 
