@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.conversation import answer_text, declined_replies_field, is_declined, normalise, read_messages
-from operators.tables import concat, group_by_qid, set_column, set_ranking
+from operators.metadata_columns import RESERVED
+from operators.retrieve._index_retriever import REWRITE_COLUMNS
+from operators.tables import concat, group_by_qid, query_rows, set_column, set_ranking
 
 
 class MessagesRetriever(Operator):
@@ -26,8 +28,9 @@ class MessagesRetriever(Operator):
     and ``[1]`` citations dropped: its documents come back as rows of their own; Unicode NFKC, one space
     between words, cut at ``max_chars``; empty and repeated messages dropped), docno
     ``message-<position in the conversation>``, ``source`` = ``conversation`` (retrieved rows
-    get ``retrieval``), and scores above every retrieved row of the query, so that a
-    context builder reads them first; the retrieved rows keep their order below them
+    get ``retrieval``), the query's columns (``original_qid``: ``fuse.expanded_queries`` may follow), and
+    scores above every retrieved row of the query, so that a context builder reads them first; the retrieved
+    rows keep their order below them
     (``rank`` renumbered by ``set_ranking``). On a queries table (no ``docno``) the rows
     are the messages alone. A query without messages keeps its rows as they were.
 
@@ -40,7 +43,7 @@ class MessagesRetriever(Operator):
     """
 
     name = "retrieve.messages"
-    version = "3"  # a declined reply is no row; 3: nor is the service's reply that is no answer
+    version = "4"  # a declined reply is no row; 3: nor is the service's reply that is no answer; 4: query columns
     aliases = ("messages_retriever", "MessagesRetriever")
     scope = "query"
 
@@ -73,6 +76,7 @@ class MessagesRetriever(Operator):
         is_results = "docno" in table.column_names
         source = self.params.source_column
         grouped, qids, bounds = group_by_qid(table)
+        queries = self._query_columns(grouped, bounds) if is_results else None
         parts: list[pa.Table] = []
         scores: list[pa.Array] = []
         for i, qid in enumerate(qids):
@@ -85,9 +89,8 @@ class MessagesRetriever(Operator):
             texts = (self._texts(rows.column(self.params.messages_column)[0].as_py(), qid)
                      if self.params.messages_column in rows.column_names else [])
             if texts:
-                query_columns = ["qid", "query", self.params.messages_column] if is_results else rows.column_names
-                parts.append(_message_rows(rows.select([c for c in query_columns if c in rows.column_names])
-                                           .slice(0, 1), texts, source))
+                query_row = queries.slice(i, 1) if queries is not None else rows.slice(0, 1)
+                parts.append(_message_rows(query_row, texts, source))
                 margin = self.params.score_margin
                 scores.append(pa.array([best + margin * (len(texts) - j) for j in range(len(texts))], pa.float64()))
         if not parts:  # no rows, or a queries table whose queries have no messages
@@ -96,6 +99,19 @@ class MessagesRetriever(Operator):
                 out = set_column(out, name, pa.array([], pa.string()))
             return set_ranking(out, pa.array([], pa.float64()), self.step_id)
         return set_ranking(concat(parts), pa.concat_arrays(scores), self.step_id)
+
+    def _query_columns(self, grouped: pa.Table, bounds: Any) -> pa.Table:
+        """One row per query of a results table (in ``group_by_qid``'s order) with its query's columns, which a
+        message row carries as a retrieved row does: a rewrite's ``original_qid`` (without it
+        ``fuse.expanded_queries`` gave the message rows no qid and failed), a query's own columns (a filter's
+        ``lang``). Not the documents' columns (``title``, ``doc_id``, ``score_bm25``), and where every query has one
+        row, which cannot tell them apart, the query and rewrite columns alone."""
+        owned = set(self.produces()) | (RESERVED - {"qid", "query"})
+        queries = query_rows(grouped, owned)
+        if queries.num_rows == grouped.num_rows:  # a row per query: its document's columns look like the query's
+            known = {"qid", "query", self.params.messages_column, *REWRITE_COLUMNS}
+            queries = queries.select([c for c in queries.column_names if c in known])
+        return queries
 
     def _texts(self, value: Any, qid: str) -> list[tuple[int, str]]:
         """(position, normalised text) of the kept messages, most recent first."""

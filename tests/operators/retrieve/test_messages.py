@@ -126,3 +126,38 @@ def test_a_declined_reply_is_no_context_row():
                                          "Honey bees make honey from the nectar of flowers."]
     out = create("retrieve.messages", {"declined_replies": []})(with_messages(sample_results(1, 2), talk))
     assert [r["text"] for r in out.to_pylist()][0] == NO_ANSWER
+
+
+def _expanded_results(per_query: int) -> pa.Table:
+    """Results of a rewritten query q1 and its extra query q1#1, as a retriever gives them: each row carries its
+    query's columns (``original_qid``, ``original_query``, a query's own ``lang``) beside its document's."""
+    qids = ["q1"] * per_query + ["q1#1"] * per_query
+    n = len(qids)
+    return pa.table({"qid": qids, "query": ["bees"] * per_query + ["bee honey"] * per_query,
+                     "original_qid": ["q1"] * n, "original_query": ["bees"] * n, "lang": ["en"] * n,
+                     "messages": [json.dumps(CONVERSATION)] * n, "docno": [f"d{i}" for i in range(n)],
+                     "doc_id": [f"d{i}" for i in range(n)], "title": [f"T{i}" for i in range(n)],
+                     "text": ["x"] * n, "score": [float(n - i) for i in range(n)],
+                     "rank": [i % per_query + 1 for i in range(n)]})
+
+
+def test_message_rows_carry_their_querys_columns_so_expanded_queries_can_merge_them():
+    # They carried qid, query and messages alone: fuse.expanded_queries read a null original_qid and failed on
+    # rows without a qid, and a query's own columns (lang) were null on them.
+    out = create("retrieve.messages", step_id="msgs")(_expanded_results(per_query=2))
+    messages = out.filter(pa.compute.equal(out.column("source"), "conversation")).to_pylist()
+    assert {(row["qid"], row["original_qid"], row["original_query"], row["lang"]) for row in messages} == {
+        ("q1", "q1", "bees", "en"), ("q1#1", "q1", "bees", "en")}
+    assert {(row["title"], row["doc_id"], row["score_bm25"] if "score_bm25" in row else None) for row in messages} \
+        == {(None, None, None)}  # the documents' columns stay theirs
+    merged = create("fuse.expanded_queries", step_id="merged")(out)
+    assert set(merged.column("qid").to_pylist()) == {"q1"}
+    assert merged.column("docno").to_pylist()[:2] == ["message-4", "message-2"]
+
+
+def test_with_one_row_a_query_message_rows_take_no_document_column():
+    """A query of one row cannot tell its document's columns from its own: the message rows take the query and
+    rewrite columns alone, not the document's title or doc_id (a dedup by doc_id dropped them)."""
+    out = create("retrieve.messages", step_id="msgs")(_expanded_results(per_query=1))
+    messages = out.filter(pa.compute.equal(out.column("source"), "conversation")).to_pylist()
+    assert {(row["original_qid"], row["title"], row["doc_id"]) for row in messages} == {("q1", None, None)}
