@@ -4,8 +4,9 @@ an operator's code misses the entries its old code stored instead of replaying t
 A step's code is the installed Tessera version plus a digest of the source files that define its operator's class
 and each of its base classes (``operators/base.py``, a category's ``base.py``, a plugin's own bases), and those of
 the operators it runs inside itself (``Operator.nested_operators``); then of the modules of Tessera's own packages
-(``operators``, ``flows``, ``serve``), and of each importing file's own top-level package (a plugin's helpers), that
-those files import, transitively: a helper such as ``operators/sources/_documents.py`` or ``mylab/_helpers.py``,
+(``operators``, ``flows``, ``serve``), of each importing file's own top-level package (a plugin's helpers), and of
+code no installed version covers (``is_local``: a ``TESSERA_OPERATORS`` module's helper beside it), that those files
+import, transitively: a helper such as ``operators/sources/_documents.py`` or ``mylab/_helpers.py``,
 wherever its import stands (a lazy one in ``setup()`` too). For a plugin from an installed package, that package's
 version too. So editing an operator's file or a helper it imports in an editable install misses that operator's
 entries, editing ``operators/base.py`` (or a module it imports) misses every operator's, and editing another
@@ -36,7 +37,9 @@ import inspect
 import logging
 import modulefinder
 import os
+import site
 import sys
+import sysconfig
 import time
 import types
 import uuid
@@ -108,6 +111,33 @@ _SCANNER = modulefinder.ModuleFinder()
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
+@functools.lru_cache(maxsize=1024)
+def is_local(top: str) -> bool:
+    """Whether the top-level module or package ``top`` is code that no installed version covers, whose files a key
+    must read as it reads a plugin's own: found on the path outside the standard library and the site-packages
+    folders (a ``TESSERA_OPERATORS`` module's helper beside it, a lab's ``labutils`` folder, a package installed
+    editable, whose version stays while its files change). Installed packages count by their versions instead."""
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("__main__", *_OWN_PACKAGES):
+        return False
+    spec = _spec(top)
+    if spec is None:
+        return False
+    where = [spec.origin] if spec.has_location else list(spec.submodule_search_locations or ())
+    where = [os.path.realpath(path) for path in where if path]
+    return bool(where) and not any(path.startswith(_INSTALLED) for path in where)
+
+
+def _installed_folders() -> tuple[str, ...]:
+    """The folders installed packages and the standard library live in (each with a trailing separator)."""
+    paths = sysconfig.get_paths()
+    folders = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(name)}
+    folders.update(site.getsitepackages() + [site.getusersitepackages()])
+    return tuple(os.path.join(os.path.realpath(folder), "") for folder in folders)
+
+
+_INSTALLED = _installed_folders()
+
+
 def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[str, ...]:
     """The modules of Tessera's own packages, and of ``module``'s own top-level package (a plugin's helpers), that
     ``module``'s import statements name, wherever they stand (a lazy import in ``setup()`` too). ``from P import
@@ -131,7 +161,7 @@ def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[
                     continue
             else:
                 continue
-            if base.partition(".")[0] not in (*_OWN_PACKAGES, own):
+            if base.partition(".")[0] not in (*_OWN_PACKAGES, own) and not is_local(base.partition(".")[0]):
                 continue
             submodules = [f"{base}.{name}" for name in fromlist or () if name != "*"]
             submodules = [name for name in submodules if _spec(name) is not None]

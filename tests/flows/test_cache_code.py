@@ -244,3 +244,52 @@ def test_a_plugins_own_helper_module_is_in_the_key_and_its_edit_changes_it(tmp_p
     after = dict(class_code(stamp_class()))
     assert after["mylab_probe._helpers"] != before["mylab_probe._helpers"]
     assert after["mylab_probe.flags"] == before["mylab_probe.flags"]
+
+
+# a TESSERA_OPERATORS module's helper beside it (another top-level module), or a module of another package that is
+# not installed (a lab's utilities folder on the path), imported where the operator runs: neither was read, so an
+# edit of either replayed the old code's output from the cache
+@pytest.mark.parametrize("helper_name", ["stamp_sibling_probe", "labutils_probe.text"])
+def test_an_edited_helper_of_another_package_misses_its_operators_steps(helper_name, cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # each load compiles the file as it is now
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helper_path = tmp_path / (helper_name.replace(".", "/") + ".py")
+    helper_path.parent.mkdir(exist_ok=True)
+    if "." in helper_name:
+        (helper_path.parent / "__init__.py").write_text("")
+    helper_path.write_text(HELPER_SOURCE)
+    operator_path = tmp_path / "stamp_user_probe.py"
+    operator_path.write_text(STAMPED_SOURCE.format(lazily=" lazily", top="", inside=f"import {helper_name} as helper"))
+    results = sample_results(2, 4)
+
+    def run() -> tuple[dict[str, float | None], set[str]]:
+        result = LocalExecutor(cache=cache).run(FLOW, results)
+        return ({step: record.hit_ratio for step, record in result.steps.items()},
+                set(result.table.column("stamp").to_pylist()))
+
+    def load() -> type:  # a new process: the operator's module imported again, its helper when it runs
+        for name in (helper_name, helper_name.partition(".")[0]):
+            monkeypatch.delitem(sys.modules, name, raising=False)
+        registry.all_operators()
+        stamp = load_module(operator_path, "stamp_user_probe", monkeypatch).Stamp
+        monkeypatch.setitem(registry._registry, stamp.name, stamp)
+        return stamp
+
+    load()
+    assert run() == ({"words": 0.0, "stamp": 0.0}, {"old"})
+    load()
+    assert run() == ({"words": 1.0, "stamp": 1.0}, {"old"})
+
+    helper_path.write_text(HELPER_SOURCE.replace('"old"', '"fixed"'))  # only the helper is edited
+    stamp = load()
+    assert run() == ({"words": 1.0, "stamp": 0.0}, {"fixed"})  # its operator's step recomputes, words still hits
+    assert helper_name in dict(class_code(stamp))  # named as imported, as the plugin's own helpers are
+
+
+def test_installed_packages_count_by_their_versions_and_local_code_by_its_files(tmp_path, monkeypatch):
+    from flows.cache_code import is_local
+
+    (tmp_path / "labhelpers_probe.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert is_local("labhelpers_probe")
+    assert not any(is_local(name) for name in ("pyarrow", "pydantic", "json", "sys", "operators", "no_such_module"))
