@@ -37,9 +37,7 @@ import inspect
 import logging
 import modulefinder
 import os
-import site
 import sys
-import sysconfig
 import time
 import types
 import uuid
@@ -47,7 +45,7 @@ from importlib import metadata
 from typing import Any
 
 from operators.base import Operator
-from operators.plugins import imported_source
+from operators.plugins import changed_since_import, imported_source, is_local
 
 log = logging.getLogger(__name__)
 
@@ -109,33 +107,6 @@ def _find_spec(name: str, locations: tuple[str, ...] | None) -> importlib.machin
 #: library and third-party packages, which their versions already cover.
 _SCANNER = modulefinder.ModuleFinder()
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
-
-
-@functools.lru_cache(maxsize=1024)
-def is_local(top: str) -> bool:
-    """Whether the top-level module or package ``top`` is code that no installed version covers, whose files a key
-    must read as it reads a plugin's own: found on the path outside the standard library and the site-packages
-    folders (a ``TESSERA_OPERATORS`` module's helper beside it, a lab's ``labutils`` folder, a package installed
-    editable, whose version stays while its files change). Installed packages count by their versions instead."""
-    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("__main__", *_OWN_PACKAGES):
-        return False
-    spec = _spec(top)
-    if spec is None:
-        return False
-    where = [spec.origin] if spec.has_location else list(spec.submodule_search_locations or ())
-    where = [os.path.realpath(path) for path in where if path]
-    return bool(where) and not any(path.startswith(_INSTALLED) for path in where)
-
-
-def _installed_folders() -> tuple[str, ...]:
-    """The folders installed packages and the standard library live in (each with a trailing separator)."""
-    paths = sysconfig.get_paths()
-    folders = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(name)}
-    folders.update(site.getsitepackages() + [site.getusersitepackages()])
-    return tuple(os.path.join(os.path.realpath(folder), "") for folder in folders)
-
-
-_INSTALLED = _installed_folders()
 
 
 def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[str, ...]:
@@ -253,12 +224,17 @@ def class_code(cls: type) -> tuple[tuple[str, str], ...]:
 
 
 def _running(module: str, digest: str) -> str:
-    """``digest``, the file's now, where it is the code that runs; for a plugin's module (its class's or a helper of
-    its package) whose file changed since it was imported (edited under a notebook, not reloaded), a digest of this
-    process alone. The file's digest would key the old code's output as the new code's: a later process, running the
-    edit, replayed it."""
+    """``digest``, the file's now, where it is the code that runs; for a module whose file changed since it was
+    imported (edited under a notebook, not reloaded), a digest of this process alone. The file's digest would key the
+    old code's output as the new code's: a later process, running the edit, replayed it. A plugin's module (its
+    class's or a helper of its package) is compared by its digest when the plugin registered, a built-in's or another
+    module's by its file's stamp when it was imported (``operators.plugins.changed_since_import``)."""
     imported = imported_source(module)
-    if imported is None or imported == digest:
+    if imported is None:
+        if not changed_since_import(module):
+            return digest
+        imported = digest
+    elif imported == digest:
         return digest
     if (module, imported) not in _warned:
         _warned.add((module, imported))

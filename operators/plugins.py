@@ -10,14 +10,17 @@ model extending its base's (a reranker's ``RerankParams``), or a resource hint t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
 import os
 import re
+import site
 import sys
+import sysconfig
 import weakref
-from importlib import metadata
+from importlib import machinery, metadata
 from types import ModuleType
 from typing import Any, get_args
 
@@ -102,7 +105,9 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
 def remember_source(cls: type) -> None:
     """Record, once per class, the digest of the file of ``cls``'s module and of each module of its top-level package
     imported by then (its helpers): when it registers, just after its module's import, or where a Ray worker first
-    builds one of its operators (``flows.executors._ray_udfs``). Tessera's own classes are no plugin's: none."""
+    builds one of its operators (``flows.executors._ray_udfs``). Tessera's own classes are no plugin's: none (the
+    stamps of every module imported by then, Tessera's too, are recorded: ``remember_stamps``)."""
+    remember_stamps()
     if cls in _remembered or cls.__module__.startswith(BUILT_IN_PACKAGES):
         return
     _remembered.add(cls)
@@ -114,6 +119,80 @@ def remember_source(cls: type) -> None:
             imported_source(name)  # recorded before: again if it was executed anew since (a reload, a new import)
         else:
             _record(name, module)
+
+
+def remember_stamps() -> None:
+    """Record the stamp (size, modification and change times, inode) of the file of each module imported by now whose
+    code a step key reads, as it was imported: Tessera's own (a built-in operator of an editable install) and code
+    no installed version covers (``is_local``). ``changed_since_import`` compares it with the file when a key reads
+    it, as ``imported_source`` does a plugin's digest. Called where operators are looked up (``get_operator``),
+    registered and built on a Ray worker; it looks again only once another module was imported."""
+    global _modules_seen
+    last = next(reversed(sys.modules), None)  # an import adds its module last: the same count and last, no import
+    seen = (len(sys.modules), last, id(sys.modules.get(last)))
+    if seen == _modules_seen:
+        return
+    _modules_seen = seen
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        known = _stamps.get(name)
+        if (known is None or known[0] is not spec) and (name.startswith(BUILT_IN_PACKAGES) or
+                                                        is_local(name.partition(".")[0])):
+            _stamps[name] = (spec, _stamp(getattr(module, "__file__", None)))
+
+
+def changed_since_import(module: str) -> bool:
+    """Whether the file of ``module`` changed since ``remember_stamps`` saw it imported (edited under a running
+    notebook, not reloaded; a reload executes it anew, from the file as it is then: not changed)."""
+    known, loaded = _stamps.get(module), sys.modules.get(module)
+    if known is None or known[1] is None or loaded is None or getattr(loaded, "__spec__", None) is not known[0]:
+        return False
+    return _stamp(getattr(loaded, "__file__", None)) != known[1]
+
+
+def _stamp(path: str | None) -> tuple[int, ...] | None:
+    try:
+        stat = os.stat(path or "")
+    except (TypeError, OSError):  # a module without a file, a file gone
+        return None
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+
+
+#: Module -> (the spec it was executed from, its file's stamp then), for ``changed_since_import``.
+_stamps: dict[str, tuple[Any, tuple[int, ...] | None]] = {}
+_modules_seen: tuple[int, str | None, int] | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def is_local(top: str) -> bool:
+    """Whether the top-level module or package ``top`` is code that no installed version covers, whose files a step
+    key reads as it reads a plugin's own: found on the path outside the standard library and the site-packages
+    folders (a ``TESSERA_OPERATORS`` module's helper beside it, a lab's ``labutils`` folder, a package installed
+    editable, whose version stays while its files change). Installed packages count by their versions instead."""
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("__main__", *_OWN_PACKAGES):
+        return False
+    loaded = sys.modules.get(top)
+    try:  # found as an import would find it, without importing it (a package's __init__ may import torch)
+        spec = getattr(loaded, "__spec__", None) if loaded is not None else machinery.PathFinder.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    where = [spec.origin] if spec.has_location else list(spec.submodule_search_locations or ())
+    where = [os.path.realpath(path) for path in where if path]
+    return bool(where) and not any(path.startswith(_INSTALLED) for path in where)
+
+
+def _installed_folders() -> tuple[str, ...]:
+    """The folders installed packages and the standard library live in (each with a trailing separator)."""
+    paths = sysconfig.get_paths()
+    folders = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(name)}
+    folders.update(site.getsitepackages() + [site.getusersitepackages()])
+    return tuple(os.path.join(os.path.realpath(folder), "") for folder in folders)
+
+
+_INSTALLED = _installed_folders()
+_OWN_PACKAGES = tuple(prefix.rstrip(".") for prefix in BUILT_IN_PACKAGES)
 
 
 def imported_source(module: str) -> str | None:

@@ -37,7 +37,7 @@ from operators.base import Operator
 from operators.errors import UnknownOperatorError, close_names, did_you_mean, short_repr
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_class, add_plugin_module, check_aliases, env_module_names, import_plugin,
-                               is_operator, qualname)
+                               is_operator, qualname, remember_stamps)
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "OperatorPluginError", "all_operators", "create", "get_operator",
            "skipped_modules"]
@@ -205,6 +205,7 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
         raise UnknownOperatorError(f"an operator's name is a text such as 'retrieve.bm25', got {type(name).__name__} "
                                    f"{short_repr(name)}", step=step, field="op")
     alone = _builtin_alone(name)
+    remember_stamps()  # the files of the modules imported by now, as imported: a step key tells an edit since
     if alone is not None:
         return alone
     ops = all_operators()

@@ -6,6 +6,7 @@ hits."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 
 import pytest
@@ -293,3 +294,43 @@ def test_installed_packages_count_by_their_versions_and_local_code_by_its_files(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert is_local("labhelpers_probe")
     assert not any(is_local(name) for name in ("pyarrow", "pydantic", "json", "sys", "operators", "no_such_module"))
+
+
+# a built-in's own file in an editable install (its module under operators.), or a module of code no installed
+# version covers that a plugin imports (a TESSERA_OPERATORS module's helper beside it), edited under a running
+# process (a notebook) that does not reload it: the old code ran, and its output was stored under the key of the
+# edited file, which a later process, running the edit, replayed
+@pytest.mark.parametrize("edited", ["operators._stamp_probe", "stamp_sibling_probe"])
+def test_a_module_edited_under_the_running_process_is_not_cached_as_the_edit(edited, cache, tmp_path, monkeypatch,
+                                                                             caplog):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # each load compiles the file as it is now
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if edited.startswith("operators."):
+        operator_name, operator_path = edited, tmp_path / "stamp_probe.py"
+        edited_path, old = operator_path, STAMP_SOURCE.replace("[STAMP]", "['old']")
+    else:
+        operator_name, edited_path, old = "stamp_user_probe", tmp_path / f"{edited}.py", HELPER_SOURCE
+        operator_path = tmp_path / "stamp_user_probe.py"
+        operator_path.write_text(STAMPED_SOURCE.format(lazily="", top=f"import {edited} as helper", inside="pass"))
+    edited_path.write_text(old)
+    results = sample_results(2, 4)
+
+    def load() -> None:  # the modules imported (again), the operator looked up (a flow built), as a process does
+        monkeypatch.delitem(sys.modules, edited, raising=False)
+        stamp = load_module(operator_path, operator_name, monkeypatch).Stamp
+        registry.all_operators()
+        monkeypatch.setitem(registry._registry, stamp.name, stamp)
+        registry.get_operator(stamp.name)
+
+    def run() -> tuple[float | None, set[str]]:
+        result = LocalExecutor(cache=cache).run(FLOW, results)
+        return result.steps["stamp"].hit_ratio, set(result.table.column("stamp").to_pylist())
+
+    load()
+    edited_path.write_text(old.replace("old", "fixed"))
+    with caplog.at_level(logging.WARNING, logger="flows.cache_code"):
+        assert run() == (0.0, {"old"})  # the code imported before the edit runs
+    assert run() == (1.0, {"old"})  # this process's own entries serve it
+    load()  # the edit's code, as a new process runs it
+    assert run() == (0.0, {"fixed"})  # computed, not the old code's output replayed
+    assert f"the file of {edited} changed since this process imported it" in caplog.text
