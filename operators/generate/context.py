@@ -80,6 +80,14 @@ class ContextBuilder(Operator):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data", self.params.index_column: "data"}
 
+    def cache_identity(self) -> dict[str, Any]:
+        """The params and the litellm model the ``model`` alias names now, whose tokenizer counts the budget: an alias
+        pointed at another model (``$TESSERA_MODELS``, ``$TESSERA_HOME/models.yaml``) cuts the context elsewhere,
+        where its old context was replayed."""
+        from operators.llm import resolve
+
+        return {**super().cache_identity(), "tokenizer_model": resolve(self.params.model).model}
+
     def setup(self) -> None:
         from operators.llm import resolve  # first: it keeps litellm's import offline
 

@@ -78,3 +78,31 @@ def test_best_last_lists_the_same_blocks_and_numbers_the_other_way_round():
         assert last.column("context")[0].as_py().split("\n\n") == blocks[::-1]
         assert blocks[0].startswith("[Document 1] ") and len(blocks) == 4
         assert last.column("context_index").to_pylist() == first.column("context_index").to_pylist()
+
+
+def test_an_alias_pointed_at_another_model_misses_the_cache(tmp_path, monkeypatch):
+    """The budget is counted with the tokenizer of the model the alias names now: with the alias pointed elsewhere
+    (a models file, ``$TESSERA_MODELS``) the context is cut elsewhere, and a cached run replayed the old one."""
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    flow = FlowSpec.parse({"name": "ctx", "steps": {"context": {
+        "op": "generate.context", "params": {"max_context_length": 80, "model": "ctxm"}}}})
+    text = "Bees are winged insects that form a monophyletic clade Anthophila within the superfamily Apoidea. " * 3
+    results = pa.table({"qid": ["q1"] * 2, "query": ["bees"] * 2, "docno": ["d1", "d2"], "title": ["Bee", "Wasp"],
+                        "text": [text] * 2, "score": [2.0, 1.0], "rank": [1, 2]})
+    cache = StepCache(tmp_path / "cache")
+
+    def context(model: str, **options) -> tuple[str, int]:
+        models = tmp_path / f"{model.replace('/', '_')}.yaml"
+        models.write_text(f"ctxm: {model}\n")
+        monkeypatch.setenv("TESSERA_MODELS", str(models))
+        result = LocalExecutor(**options).run(flow, results)
+        return result.table.column("context")[0].as_py(), result.steps["context"].hits
+
+    fresh = {model: context(model)[0] for model in ("ollama/llama3", "openai/gpt-4o")}  # no cache
+    assert fresh["ollama/llama3"] != fresh["openai/gpt-4o"]  # the two tokenizers cut the texts apart
+    assert context("ollama/llama3", cache=cache) == (fresh["ollama/llama3"], 0)
+    assert context("openai/gpt-4o", cache=cache) == (fresh["openai/gpt-4o"], 0)  # not the other's, replayed
+    assert context("ollama/llama3", cache=cache) == (fresh["ollama/llama3"], 1)
