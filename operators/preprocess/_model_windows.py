@@ -32,11 +32,8 @@ class ChunkTokenizerError(ValueError):
     """The model named for counting has no tokenizer that can be read here."""
 
 
-@functools.lru_cache(maxsize=4)
-def model_tokenizer(reference: str):
-    """The Rust tokenizer of ``reference`` (a model name or folder), without truncation or padding."""
-    from tokenizers import Tokenizer
-
+def tokenizer_file(reference: str) -> Path:
+    """The ``tokenizer.json`` of ``reference`` (a model name or folder): the file that decides its pieces."""
     from operators.models import resolve_model_path
 
     folder = resolve_model_path(reference)
@@ -48,7 +45,15 @@ def model_tokenizer(reference: str):
     if found is None:
         raise ChunkTokenizerError(f"model '{reference}' has no tokenizer.json (a fast tokenizer) in {folder}: "
                                   "chunks cannot be counted in its pieces; leave out tokenizer to count regex tokens")
-    tokenizer = Tokenizer.from_file(str(found))
+    return Path(found)
+
+
+@functools.lru_cache(maxsize=4)
+def model_tokenizer(reference: str):
+    """The Rust tokenizer of ``reference`` (a model name or folder), without truncation or padding."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file(reference)))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer

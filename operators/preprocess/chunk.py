@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from operators.base import Operator
 from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
-from operators.preprocess._model_windows import continuation_prefix, model_tokenizer, piece_windows
+from operators.preprocess._model_windows import (ChunkTokenizerError, continuation_prefix, model_tokenizer,
+                                                  piece_windows, tokenizer_file)
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[
@@ -107,6 +108,20 @@ class Chunker(Operator):
 
     def required_models(self) -> dict[str, str]:
         return {"params.tokenizer": self.params.tokenizer} if self.params.tokenizer else {}
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The params and, with a ``tokenizer``, its ``tokenizer.json``'s content: a model folder trained again with
+        another vocabulary under the same name cuts other chunks, where the old ones were replayed."""
+        identity = super().cache_identity()
+        if self.params.tokenizer:
+            from operators.models.fingerprint import file_digest
+            from operators.models.references import ModelNotFoundError
+
+            try:
+                identity["tokenizer_file"] = file_digest(tokenizer_file(self.params.tokenizer))
+            except (ModelNotFoundError, ChunkTokenizerError, OSError):
+                pass  # nothing to read: setup says why
+        return identity
 
     def setup(self) -> None:
         if self.params.unit == "sentences":

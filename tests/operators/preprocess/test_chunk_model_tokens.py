@@ -149,3 +149,38 @@ def test_the_embedder_says_once_that_texts_were_cut(caplog):
     with caplog.at_level(logging.WARNING, logger="operators"):
         create("embed.sentence_transformer", {"model": MODEL}, step_id="fits")(pa.table({"text": ["short"] * 3}))
     assert not [r for r in caplog.records if "fits:" in r.getMessage()]
+
+
+def test_a_tokenizer_folder_with_another_vocabulary_misses_the_cache(tmp_path):
+    """The key held the tokenizer's name alone: a model folder trained again under the same path with another
+    vocabulary (here: MiniLM's, then without the text's words, which become several pieces each) cuts other chunks,
+    and a cached run replayed the old ones."""
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+    from operators.preprocess._model_windows import tokenizer_file
+
+    folder = tmp_path / "my-encoder"
+    folder.mkdir()
+    original = json.loads(tokenizer_file(MODEL).read_text())
+    (folder / "tokenizer.json").write_text(json.dumps(original))
+    (folder / "config.json").write_text((tokenizer_file(MODEL).parent / "config.json").read_text())
+    flow = FlowSpec.parse({"name": "chunks", "steps": {"read": {"op": "sources.jsonl", "params": {
+        "path": str(tmp_path / "docs.jsonl")}}, "chunk": {"op": "preprocess.chunk", "params": {
+            "unit": "tokens", "size": 16, "overlap": 0, "tokenizer": str(folder)}}}})
+    words = "honey bees make nectar from flowers in their hives across europe".split()
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"_id": "d1", "text": " ".join(words * 4)}) + "\n")
+    cache = StepCache(tmp_path / "cache")
+
+    def chunks() -> tuple[list[str], int]:
+        model_tokenizer.cache_clear()  # a new process reads the folder again
+        result = LocalExecutor(cache=cache).run(flow)
+        return result.table.column("text").to_pylist(), result.steps["chunk"].hits
+
+    whole, hits = chunks()
+    assert hits == 0 and chunks() == (whole, 1)
+    for word in words:
+        original["model"]["vocab"].pop(word, None)
+    (folder / "tokenizer.json").write_text(json.dumps(original))
+    split, hits = chunks()
+    assert hits == 0 and len(split) > len(whole)  # computed with the new vocabulary: more pieces, more chunks
