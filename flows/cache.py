@@ -159,7 +159,7 @@ class StepCache:
 
     def _open_database(self) -> sqlite3.Connection:
         root = self.root
-        blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+        blocking = next((p for p in (root / "data", root, *root.parents) if p.exists() and not p.is_dir()), None)
         if blocking is not None:
             raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
         fresh = not (root / "index.sqlite").exists()
@@ -178,7 +178,8 @@ class StepCache:
             raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
                              "give another --cache-dir", field="cache_dir") from None
         except OSError as err:
-            raise CacheError(f"cache directory {root}: {err.strerror or err}", field="cache_dir") from None
+            where = f"{err.filename}: " if err.filename else ""
+            raise CacheError(f"cache directory {root}: {where}{err.strerror or err}", field="cache_dir") from None
         return conn
 
     # -- units ----------------------------------------------------------------

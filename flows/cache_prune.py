@@ -51,7 +51,7 @@ def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, f
     except sqlite3.OperationalError:  # an older release's cache, read as it is: no table of last uses yet
         known = {}
     found = []
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # no data folder (a file there): none stored
         for entry in os.scandir(data):
             if not entry.is_file(follow_symlinks=False) or not entry.name.endswith(".arrow"):
                 continue
@@ -199,7 +199,7 @@ def remove_unfinished(data: Path) -> tuple[int, int]:
     from operators.stale_writes import abandoned
 
     count = size = 0
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # no data folder (a file there): none stored
         for entry in os.scandir(data):
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".tmp"):
                 with contextlib.suppress(FileNotFoundError):

@@ -52,3 +52,20 @@ def test_a_folder_that_is_no_cache_is_refused_and_left_alone(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 2 and f"field '--cache-dir': {tmp_path} is not a Tessera step cache" in err
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_a_file_where_the_data_folder_goes_is_named_not_an_internal_error(tmp_path, capsys):
+    """``info`` stopped with an internal NotADirectoryError, a run and a prune said only 'File exists'."""
+    cache = tmp_path / "cache"
+    StepCache(cache).summary()  # nothing there yet
+    main(["cache", "prune", "--max-size", "1G", "--cache-dir", str(cache)])  # makes nothing either
+    StepCache(cache)._conn()  # a cache made as a run makes it
+    (cache / "data").rmdir()
+    (cache / "data").write_text("mine")
+    status, out = info(capsys, "--cache-dir", str(cache))
+    assert status == 0 and "0 B in 0 file(s)" in out
+    capsys.readouterr()
+    assert main(["cache", "prune", "--max-size", "1G", "--cache-dir", str(cache)]) == 2
+    assert f"field '--cache-dir': cache directory {cache}: {cache / 'data'} is a file, not a folder" in \
+        capsys.readouterr().err
+    assert (cache / "data").read_text() == "mine"
