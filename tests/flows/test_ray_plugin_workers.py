@@ -164,11 +164,19 @@ print(json.dumps(run(cache=cache)))
 '''
 
 
+#: The plugin of ``STAMPED`` taking its stamp from a module beside it (another top-level module, which no installed
+#: version covers): before, the key did not read it, and then not that a worker imported it before an edit.
+STAMPED_BY_HELPER = STAMPED.replace("from operators.tables import set_column\n",
+                                    "from operators.tables import set_column\nfrom stamp_helper import STAMP\n"
+                                    ).replace('["old"]', "[STAMP]")
+
+
 @pytest.mark.slow  # two scripts, each starting a Ray of its own
-def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path):
+@pytest.mark.parametrize("edited", ["stamp_probe.py", "stamp_helper.py"])
+def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(edited, tmp_path):
     """A notebook's Ray keeps its workers: one that imported the plugin for a run without the cache, then keyed it
-    for a cached run after the file was edited, stored the old code's output under the edited file's key, and a new
-    process running the edit replayed it."""
+    for a cached run after the file (or a helper module beside it) was edited, stored the old code's output under
+    the edited file's key, and a new process running the edit replayed it."""
     import json
     import os
     import subprocess
@@ -178,7 +186,8 @@ def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path)
     repo = Path(__file__).resolve().parents[2]
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    (plugins / "stamp_probe.py").write_text(STAMPED)
+    (plugins / "stamp_probe.py").write_text(STAMPED if edited == "stamp_probe.py" else STAMPED_BY_HELPER)
+    (plugins / "stamp_helper.py").write_text('STAMP = "old"\n')
     spec = flow_spec(tmp_path)
     spec["steps"] = {"bm25": spec["steps"]["bm25"], "stamp": {"op": "mylab.stamp"}}
     environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {
@@ -191,5 +200,5 @@ def test_a_plugin_edited_under_a_running_ray_is_not_cached_as_the_edit(tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
 
-    assert script("edit", str(plugins / "stamp_probe.py")) == [["old", 0], ["old", 0]]  # the workers' code ran
+    assert script("edit", str(plugins / edited)) == [["old", 0], ["old", 0]]  # the workers' code ran
     assert script("again") == [["new", 0]]  # the edit computed, not the old output replayed
