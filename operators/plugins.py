@@ -134,20 +134,29 @@ def remember_stamps() -> None:
         return
     _modules_seen = seen
     for name, module in list(sys.modules.items()):
-        spec = getattr(module, "__spec__", None)
-        known = _stamps.get(name)
-        if (known is None or known[0] is not spec) and (name.startswith(BUILT_IN_PACKAGES) or
-                                                        is_local(name.partition(".")[0])):
-            _stamps[name] = (spec, _stamp(getattr(module, "__file__", None)))
+        if not (name.startswith(BUILT_IN_PACKAGES) or is_local(name.partition(".")[0])):
+            continue  # by its name first: an installed package's module is never touched
+        spec, known = _own_attribute(module, "__spec__"), _stamps.get(name)
+        if known is None or known[0] is not spec:
+            _stamps[name] = (spec, _stamp(_own_attribute(module, "__file__")))
+
+
+def _own_attribute(module: Any, name: str) -> Any:
+    """``module``'s attribute ``name`` as it holds it, None where it has none: read past an overridden attribute
+    lookup, which a module that ``importlib.util.LazyLoader`` imports runs its whole import on."""
+    try:
+        return object.__getattribute__(module, name)
+    except AttributeError:
+        return None
 
 
 def changed_since_import(module: str) -> bool:
     """Whether the file of ``module`` changed since ``remember_stamps`` saw it imported (edited under a running
     notebook, not reloaded; a reload executes it anew, from the file as it is then: not changed)."""
     known, loaded = _stamps.get(module), sys.modules.get(module)
-    if known is None or known[1] is None or loaded is None or getattr(loaded, "__spec__", None) is not known[0]:
+    if known is None or known[1] is None or loaded is None or _own_attribute(loaded, "__spec__") is not known[0]:
         return False
-    return _stamp(getattr(loaded, "__file__", None)) != known[1]
+    return _stamp(_own_attribute(loaded, "__file__")) != known[1]
 
 
 def _stamp(path: str | None) -> tuple[int, ...] | None:
@@ -173,7 +182,7 @@ def is_local(top: str) -> bool:
         return False
     loaded = sys.modules.get(top)
     try:  # found as an import would find it, without importing it (a package's __init__ may import torch)
-        spec = getattr(loaded, "__spec__", None) if loaded is not None else machinery.PathFinder.find_spec(top)
+        spec = _own_attribute(loaded, "__spec__") if loaded is not None else machinery.PathFinder.find_spec(top)
     except (ImportError, ValueError):
         return False
     if spec is None:
