@@ -75,7 +75,10 @@ class QueryRewriter(LLMStep):
     metadata_key: ClassVar[str]
 
     def reads(self) -> list[str]:
-        return ["qid", self.params.query_column, EXTRA_QUERIES]
+        """Besides the query, what an earlier step wrote of it and a row keeps (``original_qid``, ``original_query``:
+        ``query.contextualize``'s question as asked; ``query_source``): a row's cached output is keyed by these, and
+        one keyed without them gave a follow-up the question another conversation asked."""
+        return ["qid", self.params.query_column, EXTRA_QUERIES, "original_qid", "original_query", "query_source"]
 
     def requires(self) -> list[str]:
         return ["qid", self.params.query_column]  # extra_queries only after another rewriter

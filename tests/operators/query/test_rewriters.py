@@ -359,3 +359,27 @@ def test_on_error_error_fails_the_step_without_saying_a_fallback_was_written(fau
                ("broaden", LLMError("the server said 500", kind="api"))]
     with pytest.raises(StepFailed, match=r"query 'q1': 1 of 2 calls failed: api: the server said 500$"):
         expand._kept("q1", "Which insects make honey?", replies)
+
+
+def test_a_cached_row_keeps_the_question_as_asked_that_its_input_gives(fault_models, tmp_path):
+    """After ``query.contextualize`` two follow-ups asked differently ("where do they live?", "and their homes?")
+    can stand alone as the same query: the rewriter's cached row (keyed by qid, query and extra_queries alone) gave
+    the second the first one's ``original_query``, the question that generate.answer reads the answer against."""
+    import pyarrow as pa
+
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    fault_models.reply = "bumblebee nectar gathering"
+    spec = FlowSpec.parse({"name": "expand_only", "steps": {
+        "expand": {"op": "query.expand", "params": {"model": "fault-ok", "strategies": ["rephrase"]}}}})
+    executor = LocalExecutor(cache=StepCache(tmp_path / "cache"))
+
+    def asked(question: str) -> set[str]:
+        queries = pa.table({"qid": ["1"], "query": ["where do honey bees live"], "original_query": [question]})
+        return set(executor.run(spec, queries).table.column("original_query").to_pylist())
+
+    assert asked("where do they live?") == {"where do they live?"}
+    assert asked("and their homes?") == {"and their homes?"}
+    assert asked("where do they live?") == {"where do they live?"}
