@@ -20,7 +20,12 @@ from starlette.exceptions import HTTPException
 
 from serve.errors import ApiError
 
-#: The form's fields (files, spec, replace) and room for a client's extra ones, which are ignored.
+#: The form's fields; any other is refused, naming it: a misspelt ``first_row`` was ignored, and the whole CSV file
+#: sent again from its first row.
+FIELDS = ("files", "spec", "first_page", "first_row", "replace")
+
+#: The parts a form may have besides its files: its fields, each once, and room for a few more, which the check of
+#: the fields' names then refuses by name (Starlette's own refusal of too many says "Too many fields" and no name).
 MAX_FIELDS = 16
 
 #: ``openapi_extra`` of the route: the multipart form it reads.
@@ -67,6 +72,7 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
         raise ApiError(400, f"files: the multipart form cannot be read: {detail}", param="files",
                        code="invalid_body") from None
     try:
+        _refuse_unknown_fields(form)
         files = []
         for position, item in enumerate(form.getlist("files")):
             if not isinstance(item, UploadFile) or not item.filename:
@@ -83,6 +89,20 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                                                                                   "row"))
     finally:
         await form.close()
+
+
+def _refuse_unknown_fields(form: Any) -> None:
+    """A 422 naming the first of ``form``'s fields that the route does not read (with the close name, where a field
+    is misspelt): ignored, a ``first_rows`` sent a whole CSV file, the part meant to skip rows of it left in. File
+    parts under another name than ``files`` are left to the check that names them all."""
+    from operators.errors import close_names, did_you_mean
+
+    for key, item in form.multi_items():
+        if key in FIELDS or isinstance(item, UploadFile):
+            continue
+        close = did_you_mean(close_names(key, FIELDS, words=False))
+        raise ApiError(422, f"{key}: this form has no field '{key}'" + (f"; {close}" if close else "") + " (its "
+                       f"fields: {', '.join(FIELDS)})", param=key, code="invalid_value")
 
 
 def _file_name(sent: str) -> str:

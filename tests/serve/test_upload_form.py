@@ -106,3 +106,14 @@ def test_a_file_name_with_quotes_is_named_as_the_file_has_it_not_as_the_form_enc
     page = b"<html><body><script>track()</script></body></html>"  # no text: refused, naming the file
     err = error(requests.post(base, files=[("files", ('kea "draft".htm', page, "text/html"))], timeout=30), 422)
     assert """'kea "draft".htm' has no text""" in err["message"], err  # the form sent kea %22draft%22.htm
+
+
+def test_a_field_the_form_does_not_have_is_a_422_naming_it_and_the_close_name(base):
+    """A misspelt ``first_row`` was ignored: the whole CSV file was sent again, from its first row."""
+    one = [("files", ("rows.csv", b"id,text\nr1,honey\n", "text/csv"))]
+    err = error(requests.post(base, files=one, data={"first_rows": "2"}, timeout=30), 422)
+    assert (err["param"], err["code"]) == ("first_rows", "invalid_value"), err
+    assert err["message"] == ("first_rows: this form has no field 'first_rows'; did you mean 'first_row'? (its fields: "
+                              "files, spec, first_page, first_row, replace)")
+    err = error(requests.post(base, files=one, data={"colour": "blue"}, timeout=30), 422)
+    assert err["param"] == "colour" and "did you mean" not in err["message"], err
