@@ -143,5 +143,8 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages:
         return (title.strip() if isinstance(title, str) and title.strip() else None,
                 [(page.extract_text() or "").strip() for page in pages])
     except (PyPdfError, ValueError, KeyError, OSError) as err:
-        raise SourceError(f"{where}: cannot read as a PDF ({type(err).__name__}: {err})",
+        # the reader's own words, without its exception's class name (``PdfStreamError: ...`` read as a program's
+        # fault to whoever uploaded the file); a KeyError's is a bare key, which says nothing
+        detail = f"; the reader found: {err}" if str(err) and not isinstance(err, KeyError) else ""
+        raise SourceError(f"{where}: cannot read as a PDF: the file is damaged or is not a PDF{detail}",
                           op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from err

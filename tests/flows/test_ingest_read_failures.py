@@ -118,7 +118,7 @@ def test_a_csv_file_that_cannot_be_read_is_a_failure_of_the_file(tmp_path):
     report = _ingest(folder, tmp_path / "idx")
     assert (report.docs, report.failures) == (1, 2) and _live(tmp_path / "idx") == ["g1"]
     failures = _open(tmp_path / "idx")
-    assert failures["body.csv"] == f"{folder / 'body.csv'}: no text column 'text' (columns: ['_id', 'body']); " \
+    assert failures["body.csv"] == f"{folder / 'body.csv'}: no text column 'text' (columns: '_id', 'body'); " \
                                    "name the column that holds the text: tessera ingest --text-field COLUMN (in " \
                                    "Python, ingest(..., fields={'text_field': COLUMN}); in a spec, the read step's " \
                                    "param: {op: sources.csv, params: {..., text_field: COLUMN}})"

@@ -78,7 +78,7 @@ def test_a_csv_file_not_in_utf8_is_read_as_tessera_ingest_reads_it_said_in_a_war
 
 
 @pytest.mark.parametrize("name,content,words", [
-    ("notes.csv", b"id,body\na,hello\n", "files: notes.csv: no text column 'text' (columns: ['id', 'body']); an "
+    ("notes.csv", b"id,body\na,hello\n", "files: notes.csv: no text column 'text' (columns: 'id', 'body'); an "
      "upload reads a row's text from its column 'text' (its id from '_id', 'docno', 'id' or 'doc_id', its title from "
      "'title'): rename the column that holds it; nothing of this request was added"),
     ("open.csv", b'id,text\na,"never closed\nb,fine\n', "files: open.csv, line 2: a quote opened on line 2 is never "

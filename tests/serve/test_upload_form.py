@@ -117,3 +117,11 @@ def test_a_field_the_form_does_not_have_is_a_422_naming_it_and_the_close_name(ba
                               "files, spec, first_page, first_row, replace)")
     err = error(requests.post(base, files=one, data={"colour": "blue"}, timeout=30), 422)
     assert err["param"] == "colour" and "did you mean" not in err["message"], err
+
+
+def test_a_file_that_is_no_pdf_is_refused_in_words_for_whoever_sent_it_not_the_readers_class_name(base):
+    """It read "cannot read as a PDF (PdfStreamError: Stream has ended unexpectedly)": a program's fault, it seemed."""
+    err = error(requests.post(base, files=[("files", ("notes.pdf", b"plain text, not a PDF"))], timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "invalid_file"), err
+    assert err["message"].startswith("files: notes.pdf: cannot read as a PDF: the file is damaged or is not a PDF"), err
+    assert "Error" not in err["message"], err
