@@ -263,6 +263,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("delete-docs-index").addEventListener("input", offerDocumentDeletion); // off for a read-only index
   $("chat-clear").addEventListener("click", newChat);
   for (const id of ["chat-model", "chat-index"]) $(id).addEventListener("change", keepChat); // kept for a reload
+  $("chat-model").addEventListener("change", offerChatIndex); // off for a language model, which reads no index
   window.addEventListener("pagehide", () => { leavingPage = true; }); // before the answer's fetch is cut
   window.addEventListener("pageshow", () => { leavingPage = false; }); // (back from the browser's page cache)
   updateSearchButtons(); // Search and Run as a task off until the flow list has come (index.html has them off)

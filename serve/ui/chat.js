@@ -59,6 +59,25 @@ async function loadChatModels() {
   const first = usable.find((m) => m.id === DEFAULT_CHAT) || usable[0];
   if (usable.some((m) => m.id === chosen)) select.value = chosen;
   else if (first) select.value = first.id;
+  offerChatIndex();
+}
+
+/** What the page says beside the index box while a language model is chosen: the service answers a model with no
+ * index (it refuses one), and the page sent none, so a chosen index seemed to ground a bare model's answer. */
+const NO_INDEX_FOR_A_MODEL = "a model alone reads no index: choose a flow (rag) to answer from an index's documents";
+
+/** Whether the chosen model or flow is a flow (the only kind a chat sends an index to). */
+function chatIsFlow() {
+  const chosen = $("chat-model").selectedOptions[0];
+  return Boolean(chosen && chosen.dataset.type === "flow");
+}
+
+/** The index box as the chosen model or flow uses it: off, and saying why, for a language model; what was typed in
+ * it is kept for a flow chosen again. */
+function offerChatIndex() {
+  const flow = chatIsFlow() || !$("chat-model").value; // no list yet: nothing is said
+  $("chat-index").disabled = !flow;
+  $("chat-index-why").textContent = flow ? "" : NO_INDEX_FOR_A_MODEL;
 }
 
 function renderChat(pending) {
@@ -154,9 +173,8 @@ async function sendChat(event) {
       // a reply that is no answer ("No answer could be written (...)") is shown, not sent back: the follow-up
       // was searched for with that text in it (the task chat leaves it out too)
       messages: conversation.filter((m) => !m.unanswered).map((m) => ({role: m.role, content: m.content}))};
-    const chosen = $("chat-model").selectedOptions[0];
     const index = $("chat-index").value.trim();
-    if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
+    if (index && chatIsFlow()) body.index = index; // a model alone reads no index (the box is off, and says so)
     const reply = await guarded(() => streamChat(body, renderChat, stopper.signal)
       .catch(namingTheIndexRule(body.index)), // as the Search tab words a refused index
     {focus: {fields: {index: "chat-index", model: "chat-model"}, fallback: "chat-input"}});
