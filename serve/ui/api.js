@@ -74,15 +74,25 @@ const ROUTE_HINTS = [
   ["(GET /task/progress/{id})", "(the Tasks tab follows it)"],
 ];
 
-/** ``message`` with each of the service's route pointers (ROUTE_HINTS) said as the page's tab. */
-const inPageWords = (message) => ROUTE_HINTS.reduce((text, [route, tab]) => text.replaceAll(route, tab), message);
+/** The service's lists written for a client that cannot see them, and what the page says instead: a flow chosen
+ * from the list and deleted since (in another tab) was refused with every flow's name, built-in and saved. */
+const LIST_HINTS = [
+  [/ \(built-in: [^()]*; saved: [^()]*\)$/, " (the Flows tab lists the flows: choose one from the list again)"],
+];
 
-/** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: "
- * and "step 'fused', field 'steps.fused.op': " said it twice. */
+/** ``message`` with each of the service's route pointers (ROUTE_HINTS) and lists (LIST_HINTS) said as the page's. */
+const inPageWords = (message) => LIST_HINTS.reduce((text, [list, said]) => text.replace(list, said),
+  ROUTE_HINTS.reduce((text, [route, tab]) => text.replaceAll(route, tab), message));
+
+/** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: ",
+ * "field 'flow': ", "step 'fused', field 'steps.fused.op': " and "step 'a', operator 'rerank.api', field
+ * 'steps.a.params.url': " said it twice, the last two with the step's and operator's names a flow's author reads in
+ * the spec, not a page's user. */
 function withoutParam(message, param) {
   if (!param) return message;
   const name = String(param).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  return message.replace(new RegExp(`^(?:${name}: |step '[^']*', field '${name}': )`), "") || message;
+  const prefix = new RegExp(`^(?:${name}: |(?:step '[^']*', )?(?:operator '[^']*', )?field '${name}': )`);
+  return message.replace(prefix, "") || message;
 }
 
 const NO_ANSWER = "the service did not answer: is it running?";

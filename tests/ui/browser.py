@@ -67,16 +67,23 @@ ROUTE_HINTS = {"GET /v1/indices lists": "the Indices tab lists", "GET /v1/models
                "(GET /task/progress/{id})": "(the Tasks tab follows it)"}
 
 
+#: The service's list of every flow, and what the page says instead (serve/ui/api.js's LIST_HINTS).
+FLOW_LIST = (r" \(built-in: [^()]*; saved: [^()]*\)$", " (the Flows tab lists the flows: choose one from the list again)")
+
+
 def page_error(status: int, error: dict) -> str:
     """An API error as the page shows it: the field it names, then its message without that field again at its start
-    ("index: ", "step 'fused', field 'steps.fused.op': "), its pointers to the API's routes said as the page's tabs."""
+    ("index: ", "field 'flow': ", "step 'fused', field 'steps.fused.op': ", "step 'a', operator 'rerank.api', field
+    'steps.a.params.url': "), its pointers to the API's routes said as the page's tabs, its list of flows as the Flows
+    tab."""
     message, param = error["message"], error.get("param")
     for route, tab in ROUTE_HINTS.items():
         message = message.replace(route, tab)
+    message = re.sub(*FLOW_LIST, message)
     if not param:
         return f"HTTP {status}: {message}"
     message = message.removeprefix(f"{param}: ")
-    message = re.sub(rf"^step '[^']*', field '{re.escape(param)}': ", "", message)
+    message = re.sub(rf"^(?:step '[^']*', )?(?:operator '[^']*', )?field '{re.escape(param)}': ", "", message)
     return f"HTTP {status} (field: {param}): {message}"
 
 

@@ -4,11 +4,15 @@ box. Same service and browser as the other test_web_ui_*.py modules (package fix
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
+from selenium.webdriver.support.ui import Select
 from selenium.webdriver.common.by import By
 
-from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, page_error, set_text, wait
+from tests.ui.browser import (
+    QUERY, by_id, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -78,3 +82,35 @@ def test_an_error_of_a_form_far_down_the_page_is_in_view_beside_the_field_it_nam
         assert seen["error"][1] <= seen["field"][0] and seen["field"][1] <= seen["height"], seen  # the field too
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_a_flow_deleted_since_the_list_came_and_a_refused_url_are_said_without_the_services_internal_words(
+        browser, ui_app):
+    """A saved flow chosen and deleted meanwhile (another tab) read "field 'flow': no flow named 'x' (built-in:
+    answer_only, bm25, ... 26 names; saved: none)", and a spec's refused URL "step 'a', operator 'rerank.api', field
+    'steps.a.params.url': ...", each after the page's own "(field: ...)"."""
+    name = "gone_" + secrets.token_hex(3)
+    assert ui_app.api("PUT", f"/flows/{name}", {"steps": {"b": {"op": "retrieve.bm25"}}}).status_code == 201
+    open_page(browser, ui_app)
+    wait(browser, lambda d: name in flow_names(d))
+    Select(by_id(browser, "flow")).select_by_value(name)
+    assert ui_app.api("DELETE", f"/flows/{name}").status_code == 200
+    set_text(browser, "queries", QUERY)
+    by_id(browser, "search-button").click()
+    shown = wait(browser, lambda d: error_text(d))
+    error = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY}).json()["error"]
+    assert error["param"] == "flow" and error["message"].startswith(f"field 'flow': no flow named '{name}' (built-in: ")
+    assert shown == f"HTTP 422 (field: flow): no flow named '{name}' (the Flows tab lists the flows: choose one " \
+                    "from the list again)" == page_error(422, error)
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    spec = {"steps": {"b": {"op": "retrieve.bm25"},
+                      "a": {"op": "rerank.api", "inputs": ["b"], "params": {"url": "http://169.254.169.254/"}}}}
+    set_text(browser, "flow-name", name)
+    set_text(browser, "flow-spec", json.dumps(spec))
+    by_id(browser, "flow-save").click()
+    shown = wait(browser, lambda d: error_text(d))
+    error = ui_app.api("PUT", f"/flows/{name}", spec).json()["error"]
+    assert error["message"].startswith("step 'a', operator 'rerank.api', field 'steps.a.params.url': 169.254.169.254 ")
+    assert shown.startswith("HTTP 422 (field: steps.a.params.url): 169.254.169.254 is ")
+    assert shown == page_error(422, error)
