@@ -284,16 +284,18 @@ class Indices:
             return self.add(name, request, tenant, files=whole, warnings=warnings)
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
-        """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
+        """Tombstone every passage of ``ids``; which ids this request deleted (as the commit counts them: two requests
+        at once each said they deleted the same id) and how many passages went."""
         path, row = self._owned(name, tenant)
         self._refuse_busy(name, row)
         with deleted_meanwhile(path, name):
             index = open_index(path)  # None: its first ingestion has not committed, so no documents (as GET says)
             present = live_doc_ids(index) if index is not None else set()
-            found = [i for i in dict.fromkeys(ids) if i in present]
-            chunks = index.delete(doc_ids=found) if found else 0
-        return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in present],
-                "chunks": chunks}
+            asked = [i for i in dict.fromkeys(ids) if i in present]
+            lost = index.delete_documents(asked) if asked else {}
+        found = [i for i in dict.fromkeys(ids) if lost.get(i)]
+        return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in found],
+                "chunks": sum(lost.values())}
 
     def delete(self, name: str, tenant: str) -> dict[str, Any]:
         """Delete the index, its uploads and its record (moved aside first, so no search opens half of it)."""

@@ -225,6 +225,11 @@ class Index:
         return self._commit([], replace_doc_ids=listed_ids(doc_ids, "doc_ids"),
                             delete_docnos=listed_ids(docnos, "docnos")).tombstoned
 
+    def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
+        """Tombstone every live chunk of ``doc_ids``; the chunks each document lost by this call, read under the
+        commit's lock (a document another writer deleted meanwhile is not there)."""
+        return self._commit([], replace_doc_ids=listed_ids(doc_ids, "doc_ids")).tombstoned_docs
+
     def discard(self, infos: Sequence[ShardInfo]) -> list[str]:
         """Remove shards written for a commit that failed (never a committed shard); returns their ids."""
         return commits.discard(self.path, infos)
