@@ -40,6 +40,11 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
                           op=op, step=step, field=f"params.{unknown[0]}")
+    # before validation too: an integer param given NaN or an infinity was pydantic's "Input should be a finite
+    # number", not this error (which the service answers as ``number_out_of_range``)
+    if (place := _not_finite(params)) is not None:
+        raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
+                                   field=f"params.{place[0]}")
     try:
         validated = model.model_validate(params)
     except ValidationError as err:

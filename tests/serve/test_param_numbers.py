@@ -20,6 +20,7 @@ def search(op: str, params: str) -> str:
     ("rerank.tfidf", '{"n": 9007199254740992}', "steps.c.params.n"),
     ("postprocess.cutoff", '{"similarity_cutoff": NaN}', "steps.c.params.similarity_cutoff"),
     ("fuse.rrf", '{"k": Infinity}', "steps.c.params.k"),
+    ("rerank.tfidf", '{"n": NaN}', "steps.c.params.n"),  # an integer param: pydantic's invalid_spec before
 ])
 def test_a_number_json_does_not_carry_is_a_422_naming_its_field(notes_api, op, params, field):
     answer = requests.post(notes_api + "/v1/search", data=search(op, params), headers=JSON, timeout=60)
