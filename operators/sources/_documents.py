@@ -209,8 +209,9 @@ class DocumentMapper:
         names = [n for n in table.column_names if n not in carry]
         if p.text_field not in names:
             raise SourceError(
-                f"{where}: no text column '{p.text_field}' (columns: {', '.join(map(repr, names))}); {TEXT_FIELD_ADVICE}: tessera ingest "
-                "--text-field COLUMN (in Python, ingest(..., fields={'text_field': COLUMN}); in "
+                f"{where}: no text column '{p.text_field}' (columns: {', '.join(map(repr, names))}); "
+                f"{TEXT_FIELD_ADVICE}: tessera ingest --text-field COLUMN "
+                "(in Python, ingest(..., fields={'text_field': COLUMN}); in "
                 f"a spec, the read step's param: {{op: {self.op.name}, params: {{..., text_field: COLUMN}}}})",
                 op=self.op.name, step=self.op.step_id, field="params.text_field",
             )

@@ -68,7 +68,8 @@ ROUTE_HINTS = {"GET /v1/indices lists": "the Indices tab lists", "GET /v1/models
 
 
 #: The service's list of every flow, and what the page says instead (serve/ui/api.js's LIST_HINTS).
-FLOW_LIST = (r" \(built-in: [^()]*; saved: [^()]*\)$", " (the Flows tab lists the flows: choose one from the list again)")
+FLOW_LIST = (r" \(built-in: [^()]*; saved: [^()]*\)$",
+             " (the Flows tab lists the flows: choose one from the list again)")
 
 
 def page_error(status: int, error: dict) -> str:
