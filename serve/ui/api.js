@@ -72,6 +72,8 @@ const ROUTE_HINTS = [
   ["GET /flows lists", "the Flows tab lists"],
   ["GET /task/progress/{id} follows", "the Tasks tab follows"],
   ["(GET /task/progress/{id})", "(the Tasks tab follows it)"],
+  ['shares it with PATCH /v1/indices/{name} and {"shared": true}',
+    "shares it with the share button of the Indices tab"],
 ];
 
 /** The service's lists written for a client that cannot see them, and what the page says instead: a flow chosen

@@ -64,7 +64,9 @@ def error_text(driver) -> str:
 ROUTE_HINTS = {"GET /v1/indices lists": "the Indices tab lists", "GET /v1/models lists": "the Models tab lists",
                "(GET /v1/models)": "(the Models tab lists it)",
                "GET /flows lists": "the Flows tab lists", "GET /task/progress/{id} follows": "the Tasks tab follows",
-               "(GET /task/progress/{id})": "(the Tasks tab follows it)"}
+               "(GET /task/progress/{id})": "(the Tasks tab follows it)",
+               'shares it with PATCH /v1/indices/{name} and {"shared": true}':
+                   "shares it with the share button of the Indices tab"}
 
 
 #: The service's list of every flow, and what the page says instead (serve/ui/api.js's LIST_HINTS).

@@ -18,6 +18,7 @@ class Service:
     url: str
     key: str  # the app's one key: every test types it into the page (or shows what happens without it)
     store_url: str  # its task store (SQLite), for a test that needs more tasks than it could run in its time
+    other_key: str = ""  # a second key of the app, another tenant: whose index the page's key may not search
 
     def api(self, method: str, path: str, body=None) -> requests.Response:
         """The same request the page makes, sent straight to the API with the key."""
@@ -53,18 +54,19 @@ def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
         port = sock.getsockname()[1]
     quiet = {"log_level": "WARNING"}
     store = tmp_path_factory.mktemp("ui") / "tasks.db"
-    key = "ui-" + secrets.token_hex(16)
+    key, other = "ui-" + secrets.token_hex(16), "ui-other-" + secrets.token_hex(16)
     # MiniLM served: searches embed their queries on it and uploads their documents (no model loads per task).
     minilm = {"name": "all-MiniLM-L6-v2", "op": "embed.sentence_transformer", "params": {"model": "all-MiniLM-L6-v2"},
               "num_cpus": 0.5, "num_gpus": 0, "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.05}}
     args = {"models": [minilm], "service": {"default_index": str(sample_index), "task_store": f"sqlite:///{store}",
-                                            "api_keys": [{"id": "ui", "sha256": key_hash(key)}],
+                                            "api_keys": [{"id": "ui", "sha256": key_hash(key)},
+                                                         {"id": "ui-other", "sha256": key_hash(other)}],
                                             "limits": UPLOAD_LIMITS}}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
     try:
         # Below a route prefix, as behind a proxy that serves several apps: the page must find its way there.
         serve.run(build_app(args), name="ui", route_prefix="/tessera", logging_config=quiet)
-        yield Service(f"http://127.0.0.1:{port}/tessera", key, f"sqlite:///{store}")
+        yield Service(f"http://127.0.0.1:{port}/tessera", key, f"sqlite:///{store}", other)
     finally:
         serve.shutdown()
 

@@ -3,6 +3,7 @@ box. Same service and browser as the other test_web_ui_*.py modules (package fix
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 
@@ -11,7 +12,7 @@ from selenium.webdriver.support.ui import Select
 from selenium.webdriver.common.by import By
 
 from tests.ui.browser import (
-    QUERY, by_id, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
+    QUERY, added_index, by_id, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -114,3 +115,15 @@ def test_a_flow_deleted_since_the_list_came_and_a_refused_url_are_said_without_t
     assert error["message"].startswith("step 'a', operator 'rerank.api', field 'steps.a.params.url': 169.254.169.254 ")
     assert shown.startswith("HTTP 422 (field: steps.a.params.url): 169.254.169.254 is ")
     assert shown == page_error(422, error)
+
+
+def test_another_keys_index_is_refused_with_where_its_owner_shares_it_in_the_page_not_an_api_call(browser, ui_app):
+    """The 403 told a page's user to share it with 'PATCH /v1/indices/{name} and {"shared": true}'."""
+    name = "theirs_" + secrets.token_hex(3)
+    added_index(dataclasses.replace(ui_app, key=ui_app.other_key), name)
+    shown, refused = refused_search(browser, ui_app, name)
+    error = refused.json()["error"]
+    assert (refused.status_code, error["code"]) == (403, "index_not_shared")
+    assert 'PATCH /v1/indices/{name} and {"shared": true}' in error["message"]
+    assert shown == f"HTTP 403 (field: index): index '{name}' belongs to another key, which has not shared it (its " \
+                    "owner shares it with the share button of the Indices tab)" == page_error(403, error)
