@@ -131,7 +131,7 @@ class FlowSpec(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise spec_error(err, (cls, StepSpec, Placement)) from None
+            raise spec_error(err, (cls, StepSpec, Placement), data) from None
 
     @classmethod
     def load(cls, source: str | Path) -> "FlowSpec":
@@ -213,7 +213,8 @@ class FlowSpec(BaseModel):
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
-                raise type(err)(yaml_bool_hint(err.message), step=step_id, op=cls.name,  # its kind kept (NaN's)
+                message = yaml_bool_hint(err.message) + _step_field_hint(err, cls.name)
+                raise type(err)(message, step=step_id, op=cls.name,  # its kind kept (NaN's)
                                 field=f"steps.{step_id}.{err.field}") from None
             except TesseraError:
                 raise
@@ -322,6 +323,15 @@ def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec
     """Read a mosaicRAG task body as a linear flow (``flows.mosaic_request``); returns the spec and the query."""
     spec, query = mosaic_spec(body, name=name)
     return FlowSpec.parse(spec), query
+
+
+def _step_field_hint(err: ParamsError, op: str) -> str:
+    """An unknown parameter that is a field of the step (``inputs``, ``cache``, ``num_gpus``, ...), written inside
+    ``params`` instead of beside it: say where it goes, or the flow's author looks for it among the parameters."""
+    name = (err.field or "").removeprefix("params.")
+    if not err.message.startswith("unknown parameter") or name not in StepSpec.model_fields or name == "params":
+        return ""
+    return f"; '{name}' is a field of the step, not a parameter of {op}: write it beside params, not inside it"
 
 
 def _operator_class(step_id: str, op: str) -> type[Operator]:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 
+from typing import Any
+
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import SpecError, plain_message, unknown_name_hint
+from operators.errors import SpecError, TesseraError, plain_message, unknown_name_hint
+from operators.registry import get_operator
 
 
-def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = ()) -> SpecError:
+def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), data: Any = None) -> SpecError:
     """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field. An unknown field
     comes first, with the close names of its neighbours: a misspelt required field (``placement: {deploymnet:
     ...}``) is also a missing one, and the name written is what the author must fix. ``models``: the spec's, a
@@ -28,11 +31,31 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = ()) -
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
+    if first["type"] == "extra_forbidden" and len(loc) == 3 and step is not None:
+        message += misplaced_param_hint(data, step, loc[2])
+    if first["type"] == "string_type" and loc[:1] == ["steps"] and loc[2:3] == ["inputs"] \
+            and isinstance(first.get("input"), (int, float)) and not isinstance(first.get("input"), bool):
+        message += (f" (got the number {first['input']}): quote a step id that is a number "
+                    f"(inputs: ['{first['input']}'])")
     if first["type"] == "list_type" and loc[-1:] == ["inputs"] and isinstance(first.get("input"), str):
         message += f" of step ids (got '{first['input']}'): write inputs: [{first['input']}]"
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=field)
+
+
+def misplaced_param_hint(data: Any, step: str, name: str) -> str:
+    """An unknown field of a step that is a parameter of its operator: written beside ``params`` instead of in it
+    (YAML's indentation: ``params:`` left empty and ``k: 5`` below it at the step's level)."""
+    try:
+        op = data["steps"][step]["op"]
+        params = get_operator(op, step=step).Params.model_fields
+    except (KeyError, TypeError, TesseraError):  # no op, or an unknown one: its own error comes later
+        return ""
+    if name not in params:
+        return ""
+    return (f"; '{name}' is a parameter of {op}: put it under the step's params (params: {{{name}: ...}}; in "
+            f"block YAML, indented below params:)")
 
 
 def yaml_bool_hint(message: str) -> str:

@@ -1,0 +1,50 @@
+"""A spec whose field sits a level off, as YAML's indentation puts it: a param beside ``params`` (at the step's level),
+a step's field inside ``params``, a step id that is a number in ``inputs``. Each error says where the field goes."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.spec import FlowSpec
+from operators.errors import ParamsError, SpecError
+
+
+def test_a_param_written_beside_params_is_told_to_go_under_it(tmp_path):
+    """``params:`` left empty and ``k: 5`` indented as its sibling: pydantic sees a step field 'k'."""
+    path = tmp_path / "flow.yaml"
+    path.write_text("steps:\n  bm25:\n    op: retrieve.bm25\n    params: {k: 10}\n"
+                    "  red:\n    op: postprocess.reduce\n    params:\n    k: 5\n")
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.load(str(path))
+    err = caught.value
+    assert (err.step, err.field) == ("red", "steps.red.k")
+    assert "'k' is a parameter of postprocess.reduce: put it under the step's params" in err.message
+    assert str(path) in err.message
+
+
+def test_an_unknown_step_field_that_is_no_param_gets_no_params_hint():
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25", "kache": False}}})
+    assert "did you mean 'cache'?" in caught.value.message
+    assert "parameter" not in caught.value.message
+
+
+def test_a_step_field_written_inside_params_is_told_to_go_beside_them():
+    spec = FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 10}},
+                                     "red": {"op": "postprocess.reduce", "params": {"k": 5, "inputs": ["bm25"]}}}})
+    with pytest.raises(ParamsError) as caught:
+        spec.build()
+    err = caught.value
+    assert (err.step, err.field) == ("red", "steps.red.params.inputs")
+    assert "'inputs' is a field of the step, not a parameter of postprocess.reduce: write it beside params" \
+        in err.message
+
+
+def test_a_number_in_inputs_is_told_to_be_quoted():
+    """Step ids '1', '2' quoted as keys (as the docs say), but ``inputs: [1]`` left a YAML number."""
+    text = "steps:\n  '1': {op: retrieve.bm25}\n  '2': {op: postprocess.reduce, params: {k: 5}, inputs: [1]}\n"
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.load(text)
+    err = caught.value
+    assert (err.step, err.field) == ("2", "steps.2.inputs.0")
+    assert "quote a step id that is a number (inputs: ['1'])" in err.message
