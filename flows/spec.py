@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Collection
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from flows import spec_checks, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.spec_errors import spec_error, yaml_bool_hint
+from flows.spec_origin import SpecOrigin
 from flows.specfile import not_a_mapping, read_mapping
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError, SpecError, TesseraError, UnknownOperatorError
@@ -94,6 +95,8 @@ class FlowSpec(BaseModel):
         None, description="The settings (operators.store.IndexSettings) of the index the flow builds: an "
         "ingestion flow's (`tessera ingest`), or the one `tessera bench` builds for a flow's unset index steps "
         "(its encoder, say); `tessera run --index` searches the index given, as it was built.")
+    #: The file the spec was read from, and its keys' lines: an error found when it is built names them.
+    _origin: SpecOrigin | None = PrivateAttr(None)
 
     @field_validator("index_settings")
     @classmethod
@@ -166,7 +169,7 @@ class FlowSpec(BaseModel):
         """Steps whose operator's Params has ``field`` and the spec leaves it unset, with their classes."""
         found = {}
         for step_id, step in self.steps.items():
-            cls = _operator_class(step_id, step.op)
+            cls = self._operator_class(step_id)
             if field in cls.Params.model_fields and step.params.get(field) is None:
                 found[step_id] = cls
         return found
@@ -174,7 +177,7 @@ class FlowSpec(BaseModel):
     def named_indices(self) -> dict[str, str]:
         """Steps whose operator reads an index and whose spec names one (``params.index`` set): step -> index."""
         return {step_id: str(step.params["index"]) for step_id, step in self.steps.items()
-                if "index" in get_operator(step.op, step=step_id).Params.model_fields
+                if "index" in self._operator_class(step_id).Params.model_fields
                 and step.params.get("index") is not None}
 
     def index_features(self) -> set[str]:
@@ -198,18 +201,52 @@ class FlowSpec(BaseModel):
         for step_id in self.unset_steps(field):
             params = {**steps[step_id].params, **also, field: value}
             steps[step_id] = steps[step_id].model_copy(update={"params": params})
-        return self.model_copy(update={"steps": steps})
+        filled = self.model_copy(update={"steps": steps})
+        filled._origin = self._origin  # what is filled in (an index) is no line of the file; the rest is
+        return filled
+
+    def __eq__(self, other: object) -> bool:
+        """Equal specs say the same: where one was read from (``_origin``) is no part of it."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "FlowSpec":
+        """A copy; one whose steps were changed (params set in Python, ``--set``) is no longer the file's, so its
+        errors name no line of it."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update and "steps" in update:
+            copied._origin = None
+        return copied
 
     # -- validation -----------------------------------------------------------
 
     def build(self) -> "Flow":
-        """Check operators, params, inputs and cycles; construct (cheap) operators."""
+        """Check operators, params, inputs and cycles; construct (cheap) operators. A spec read from a file names
+        the file and the line in its error."""
+        try:
+            return self._build()
+        except (SpecError, OperatorError) as err:
+            if self._origin is None:
+                raise
+            raise self._origin.locate(err) from err.__cause__
+
+    def _operator_class(self, step_id: str) -> type[Operator]:
+        """The class of a step's operator; an unknown one named with the file and line, as ``build`` names it."""
+        try:
+            return _operator_class(step_id, self.steps[step_id].op)
+        except UnknownOperatorError as err:
+            if self._origin is None:
+                raise
+            raise self._origin.locate(err) from None
+
+    def _build(self) -> "Flow":
         ids = list(self.steps)
         inputs = spec_graph.step_inputs(self.steps)
         order = spec_graph.run_order(ids, inputs)
         operators: dict[str, Operator] = {}
         for step_id, step in self.steps.items():
-            cls = _operator_class(step_id, step.op)
+            cls = self._operator_class(step_id)
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
@@ -286,7 +323,7 @@ class Flow:
         errors = spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
                                              input_columns)
         if errors:
-            raise errors[0]
+            raise errors[0] if self.spec._origin is None else self.spec._origin.locate(errors[0])
 
     def ranks(self) -> bool:
         """Whether the output is a ranking: a needed step writes a ``rank`` column."""
@@ -311,18 +348,30 @@ def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:
     data, path = read_mapping(source)
     try:
         if is_mosaic_request(data):
-            return from_mosaic(data, name=path.stem if path is not None else "mosaic")
-        return FlowSpec.parse(data), None
+            spec, query = from_mosaic(data, name=path.stem if path is not None else "mosaic")
+        else:
+            spec, query = FlowSpec.parse(data), None
     except SpecError as err:
         if path is None:
             raise
-        raise type(err)(f"{path}: {err.message}", step=err.step, op=err.op, field=err.field) from None
+        raise SpecOrigin.of(path).locate(err) from None
+    if path is not None and _names_file(source, path):  # a user's file, not a built-in or saved flow's name
+        spec._origin = SpecOrigin.of(path)
+    return spec, query
 
 
 def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec, str | None]:
     """Read a mosaicRAG task body as a linear flow (``flows.mosaic_request``); returns the spec and the query."""
     spec, query = mosaic_spec(body, name=name)
     return FlowSpec.parse(spec), query
+
+
+def _names_file(source: str | Path, path: Path) -> bool:
+    """Whether ``source`` is the file's path itself: a flow's name (a built-in's file is the service's) is not."""
+    try:
+        return Path(source).is_file() and Path(source).samefile(path)
+    except (OSError, ValueError):
+        return False
 
 
 def _step_field_hint(err: ParamsError, op: str) -> str:

@@ -224,7 +224,7 @@ def test_a_validation_error_in_a_file_names_the_file(tmp_path):
     path.write_text("steps:\n  bm25: {op: retrieve.bm25, param: {k: 10}}\n", encoding="utf-8")
     with pytest.raises(SpecError) as err:
         FlowSpec.load(path)
-    assert err.value.message.startswith(f"{path}: unknown field; did you mean 'params'? (fields: batch_size, ")
+    assert err.value.message.startswith(f"{path}, line 2: unknown field; did you mean 'params'? (fields: batch_size, ")
     assert err.value.field == "steps.bm25.param"
 
 
