@@ -75,7 +75,11 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     if query is not None and not isinstance(query, (str, int, float)) or isinstance(query, bool):
         # str() would run a list's or an object's Python repr as the query ("['a', 'b']")
         raise SpecError(f"must be the query text, got {type(query).__name__}", field="query")
-    return {"name": str(body.get("name") or name), "steps": steps}, (None if query is None else str(query))
+    given = body.get("name")
+    if given is not None and not isinstance(given, (str, int, float)) or isinstance(given, bool):
+        # str() named the flow by a list's or a bool's Python repr ("['a']", "True"), in its cache entries too
+        raise SpecError(f"must be the flow's name as text, got {json_kind(given)}", field="name")
+    return {"name": str(given or name), "steps": steps}, (None if query is None else str(query))
 
 
 def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:

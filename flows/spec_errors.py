@@ -31,6 +31,9 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
+    if first["type"] == "extra_forbidden" and loc in (["query"], ["parameters"]):
+        message += (f"; '{loc[0]}' is a field of a mosaicRAG request, whose steps are numbered (\"1\": {{\"id\": "
+                    "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")
     if first["type"] == "extra_forbidden" and len(loc) == 3 and step is not None:
         message += misplaced_param_hint(data, step, loc[2])
     if first["type"] == "string_type" and loc[:1] == ["steps"] and loc[2:3] == ["inputs"] \

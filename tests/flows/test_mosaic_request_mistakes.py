@@ -1,0 +1,35 @@
+"""A mosaicRAG request written wrong: a ``name`` that is not text named the flow by its Python repr (``['a']``,
+``True``), in its cache entries too; a request without numbered steps was refused as a native spec with an unknown
+field ``query``, without a word of the steps it lacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.spec import FlowSpec
+from operators.errors import SpecError
+
+STEP = {"id": "retrieve.corpus_bm25", "parameters": {"k": "20"}}
+
+
+@pytest.mark.parametrize("name, kind", [(["a"], "an array"), ({"a": 1}, "an object"), (True, "true/false")])
+def test_a_name_that_is_not_text_is_refused(name, kind):
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse({"query": "bees", "name": name, "1": STEP})
+    assert caught.value.field == "name"
+    assert caught.value.message == f"must be the flow's name as text, got {kind}"
+
+
+@pytest.mark.parametrize("name, named", [("mine", "mine"), (7, "7"), (None, "mosaic"), ("", "mosaic")])
+def test_a_name_as_text_or_a_number_names_the_flow(name, named):
+    assert FlowSpec.parse({"query": "bees", "name": name, "1": STEP}).name == named
+
+
+def test_a_request_without_numbered_steps_says_it_has_none(tmp_path):
+    path = tmp_path / "request.json"
+    path.write_text('{"query": "bees", "parameters": {"k": "5"}}')
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.load(str(path))
+    assert caught.value.field == "query"
+    assert "'query' is a field of a mosaicRAG request, whose steps are numbered" in caught.value.message
+    assert "this one has no step" in caught.value.message
