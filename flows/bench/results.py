@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,27 @@ def check_ks(ks: Any) -> list[int]:
     if not whole or not ks or any(k <= 0 for k in ks):
         raise BenchError(f"bad --k value {ks!r}: give positive whole cutoffs, e.g. [1, 3, 5, 10, 100]", field="k")
     return sorted(set(ks))
+
+
+def check_names(values: Any, option: str, *, empty_ok: bool = False) -> list[str]:
+    """``flows`` or ``baselines``: a list of texts. A text alone was read letter by letter (``flows="bm25"`` looked
+    for the flows 'b', 'm', '2' and '5'), and a number failed as Python's ``AttributeError``."""
+    if isinstance(values, (str, bytes)):
+        raise BenchError(f"bad --{option} value {values!r}: give a list of them, [{values!r}]", field=option)
+    if not isinstance(values, (list, tuple)) or (not values and not empty_ok):
+        raise BenchError(f"bad --{option} value {values!r}: give a list of NAME=SPEC texts (or flows' names)",
+                         field=option)
+    for value in values:
+        if not isinstance(value, str):
+            raise BenchError(f"bad --{option} value {values!r}: give NAME=SPEC texts (or flows' names), not "
+                             f"{type(value).__name__} {value!r}", field=option)
+    return list(values)
+
+
+def check_path(value: Any, option: str) -> None:
+    """``dataset`` or ``out``: a folder's path as text or a ``Path``; ``None`` failed as Python's ``TypeError``."""
+    if not isinstance(value, (str, PathLike)) or not str(value).strip():
+        raise BenchError(f"bad --{option} {value!r}: give a folder's path", field=option)
 
 
 @dataclass
@@ -46,6 +68,18 @@ class BenchOptions:
     out_shown: str | None = None
 
     def __post_init__(self) -> None:
+        check_path(self.dataset, "dataset")
+        check_path(self.out, "out")
+        if not self.flows:
+            raise BenchError("give at least one --flow NAME=SPEC", field="flow")
+        self.flows = check_names(self.flows, "flow")
+        if self.baselines is not None:
+            self.baselines = check_names(self.baselines, "baseline", empty_ok=True)
+        split = self.split
+        if not isinstance(split, str) or not split.strip() or "/" in split or "\\" in split:
+            # None read qrels/None.tsv; '../x' a file outside the dataset's qrels/
+            raise BenchError(f"bad --split {split!r}: give a split's name, as qrels/SPLIT.tsv names it (test, dev)",
+                             field="split")
         self.ks = check_ks(self.ks)
         if self.test not in significance.TESTS:
             raise BenchError(f"unknown test '{self.test}' (use {' or '.join(significance.TESTS)})", field="test")

@@ -16,10 +16,15 @@ from flows.bench.results import BenchOptions
     # text "10" the cutoffs 1 and 0 (the message named ['1', '0'])
     ({"limit": "5"}, "limit"), ({"limit": True}, "limit"), ({"ks": [10.5]}, "k"), ({"ks": "10"}, "k"),
     ({"ks": [True]}, "k"),
+    # a text for a list was read letter by letter (the flows 'b', 'm', '2', '5'), a number and None failed in
+    # Python's words (AttributeError, TypeError), a split of None read qrels/None.tsv and '../x' a file outside qrels/
+    ({"flows": "bm25"}, "flow"), ({"flows": [5]}, "flow"), ({"baselines": "bm25"}, "baseline"),
+    ({"dataset": None}, "dataset"), ({"out": None}, "out"), ({"split": None}, "split"),
+    ({"split": "../qrels/test"}, "split"),
 ])
 def test_a_bad_option_is_refused_naming_it(tmp_path, bad, field):
     with pytest.raises(BenchError) as refused:
-        BenchOptions(dataset=tmp_path / "nowhere", flows=["bm25"], out=tmp_path / "out", **bad)
+        BenchOptions(**{"dataset": tmp_path / "nowhere", "flows": ["bm25"], "out": tmp_path / "out", **bad})
     assert refused.value.field == field
     assert repr(next(iter(bad.values()))) in refused.value.message  # the value as given
     assert not (tmp_path / "out").exists()
