@@ -240,7 +240,10 @@ def _branch_taken(errors: list[dict]) -> dict:
 def quotable(error: dict, known: Iterable[str] | None) -> bool:
     """Whether an error may quote the value it refused: not a key (a param marked ``secret()`` or ``sent_headers()``
     in ``operators/local_files.py``, ``known`` mapping the params to pydantic's fields), nor the params whole (a check
-    of the model, whose input holds those), since the error reaches logs and clients (``GET /flows``' reasons)."""
+    of the model, whose input holds those), since the error reaches logs and clients (``GET /flows``' reasons). A
+    param left out (``missing``) has no value: pydantic's input is then the params whole, a key among them."""
+    if error["type"] == "missing":
+        return False
     if not isinstance(known, dict):
         return True
     extras = {name: getattr(field, "json_schema_extra", None) for name, field in known.items()}
