@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import SpecError, TesseraError, plain_message, unknown_name_hint
+from operators.errors import SpecError, TesseraError, plain_message, short_repr, unknown_name_hint
+from operators.json_tree import json_kind
 from operators.registry import get_operator
 
 
@@ -31,6 +32,9 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
+    if first["type"] == "model_type" and step is not None and loc[2:] in ([], ["placement"]):
+        # pydantic's "a valid dictionary or instance of StepSpec" names a Python class, not what the YAML lacks
+        message = _not_a_mapping(loc, first.get("input"))
     if first["type"] == "extra_forbidden" and loc in (["query"], ["parameters"]):
         message += (f"; '{loc[0]}' is a field of a mosaicRAG request, whose steps are numbered (\"1\": {{\"id\": "
                     "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")
@@ -45,6 +49,16 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=field)
+
+
+def _not_a_mapping(loc: list[str], value: Any) -> str:
+    """A step (or a placement) that is not a mapping, said in a spec's words, with what to write for a step given as
+    its operator's name alone (``bm25: retrieve.bm25``)."""
+    what = "a step is a mapping with its op (and params, inputs, ...)" if len(loc) == 2 else \
+        "a placement is a mapping ({deployment: NAME, app: tessera})"
+    got = "nothing (null)" if value is None else f"{json_kind(value)} {short_repr(value)}"
+    hint = f": write {{op: {value}}}" if len(loc) == 2 and isinstance(value, str) else ""
+    return f"{what}, got {got}{hint}"
 
 
 def misplaced_param_hint(data: Any, step: str, name: str) -> str:

@@ -48,3 +48,24 @@ def test_a_number_in_inputs_is_told_to_be_quoted():
     err = caught.value
     assert (err.step, err.field) == ("2", "steps.2.inputs.0")
     assert "quote a step id that is a number (inputs: ['1'])" in err.message
+
+
+@pytest.mark.parametrize("step, says", [
+    ("retrieve.bm25", "got a string 'retrieve.bm25': write {op: retrieve.bm25}"),
+    (None, "got nothing (null)"),
+    (["retrieve.bm25"], "got an array ['retrieve.bm25']"),
+])
+def test_a_step_that_is_not_a_mapping_is_said_in_the_specs_words(step, says):
+    """Pydantic said "a valid dictionary or instance of StepSpec": a Python class the spec's author never wrote."""
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse({"steps": {"bm25": step}})
+    assert (caught.value.step, caught.value.field) == ("bm25", "steps.bm25")
+    assert caught.value.message == f"a step is a mapping with its op (and params, inputs, ...), {says}"
+
+
+def test_a_placement_that_is_not_a_mapping_says_what_one_holds():
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse({"steps": {"ce": {"op": "rerank.embedding", "placement": "tessera-cross-encoder"}}})
+    assert caught.value.field == "steps.ce.placement"
+    assert "a placement is a mapping ({deployment: NAME, app: tessera})" in caught.value.message
+    assert "StepSpec" not in caught.value.message and "Placement" not in caught.value.message
