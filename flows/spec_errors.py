@@ -35,6 +35,11 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "model_type" and step is not None and loc[2:] in ([], ["placement"]):
         # pydantic's "a valid dictionary or instance of StepSpec" names a Python class, not what the YAML lacks
         message = _not_a_mapping(loc, first.get("input"))
+    if first["type"] == "dict_type" and loc in (["steps"], ["steps", step, "params"]):
+        what = "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25})" if loc == ["steps"] else \
+            "params are a mapping of parameter names to values (params: {k: 10})"
+        value = first.get("input")
+        message = f"{what}, got {'nothing (null)' if value is None else json_kind(value) + ' ' + short_repr(value)}"
     if first["type"] == "extra_forbidden" and loc in (["query"], ["parameters"]):
         message += (f"; '{loc[0]}' is a field of a mosaicRAG request, whose steps are numbered (\"1\": {{\"id\": "
                     "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")

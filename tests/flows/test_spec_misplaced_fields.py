@@ -69,3 +69,19 @@ def test_a_placement_that_is_not_a_mapping_says_what_one_holds():
     assert caught.value.field == "steps.ce.placement"
     assert "a placement is a mapping ({deployment: NAME, app: tessera})" in caught.value.message
     assert "StepSpec" not in caught.value.message and "Placement" not in caught.value.message
+
+
+@pytest.mark.parametrize("spec, field, says", [
+    ({"steps": None}, "steps", "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25}), got "
+     "nothing (null)"),
+    ({"steps": [{"op": "retrieve.bm25"}]}, "steps", "the steps are a mapping of step ids to steps (bm25: {op: "
+     "retrieve.bm25}), got an array [{'op': 'retrieve.bm25'}]"),
+    ({"steps": {"bm25": {"op": "retrieve.bm25", "params": ["k", 10]}}}, "steps.bm25.params",
+     "params are a mapping of parameter names to values (params: {k: 10}), got an array ['k', 10]"),
+])
+def test_steps_or_params_written_as_a_list_say_what_a_mapping_holds(spec, field, says):
+    """``steps: [- {op: ...}]`` (a list, as other pipeline tools write it) said only "Input should be a valid
+    dictionary"."""
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse(spec)
+    assert (caught.value.field, caught.value.message) == (field, says)
