@@ -50,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # reference cycles are not finalised at exit; Tessera closes its files and stops its servers before then.
         atexit.register(gc.freeze)
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    typed = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(typed)
+    args.command_line = ["tessera", *typed]  # as typed: what a stopped command says to run again (``tessera ingest``)
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -163,7 +165,9 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.set_defaults(typed_options=typed_options(parser))
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    typed = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(typed)
+    args.command_line = [*prog.split(), *typed]
     if argv is None:
         _own_log_lines(args)
     return _exiting(run_handler(handler, args), argv)

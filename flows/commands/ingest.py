@@ -128,7 +128,7 @@ def handle(args: argparse.Namespace) -> int:
         overrides["bm25"] = False
     refuse_file_as_index_name(args.index, "--index", "--source")
     index = uris.local_path(args.index, "index")
-    interrupts = StopOnInterrupt()
+    interrupts = StopOnInterrupt(resume=_resume_command(args))
     try:
         with interrupts, cli_option_logs("tessera.ingest", OPTIONS), \
                 uris.local_input(None if glob else args.source, "source") as source:
@@ -198,6 +198,19 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
                   f"{r.index}/failures.jsonl[/] ({retry})", soft_wrap=True)
     return EXIT_OK
+
+
+def _resume_command(args: argparse.Namespace) -> str | None:
+    """The command line as typed (``command_line``, set by the ``tessera`` parser), which resumes an interrupted run,
+    with the folder it ran in where a path of it is relative; None for a call without one."""
+    from operators.store.layout import is_index_name
+
+    typed = getattr(args, "command_line", None)
+    if not typed:
+        return None
+    paths = [path for path in (args.source, None if is_index_name(args.index) else args.index) if path]
+    relative = any(not uris.is_uri(path) and not os.path.isabs(os.path.expanduser(path)) for path in paths)
+    return shlex.join(typed) + (f" (in {os.getcwd()})" if relative else "")
 
 
 def _fields(args: argparse.Namespace) -> dict[str, str] | None:

@@ -9,6 +9,8 @@ aborted the process ("terminate called without an active exception", status 134)
 one flushes the output and ends the process with ``os._exit(130)``; a Ray cluster this process
 started goes with it, as it does when the process is killed. Both commands use this one class, so
 they stop alike. SIGTERM takes the same path (``_signals``): ``tessera: terminated (SIGTERM)``, status 143.
+``tessera ingest`` gives its command line as ``resume``: the line then says to run that command again, which
+resumes from the shards committed (a Ctrl-C that said only "interrupted" left users unsure that it would).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from flows.commands._signals import stop_reason, stopped_status
 
 
 class StopOnInterrupt:
-    """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once."""
+    """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once, with how to
+    resume when ``resume`` (the command that does) is given."""
 
-    def __init__(self) -> None:
+    def __init__(self, resume: str | None = None) -> None:
+        self.resume = resume
         self.previous = None
         self.announced = False
         self.signum = signal.SIGINT
@@ -56,4 +60,6 @@ class StopOnInterrupt:
         if not self.announced:
             self.announced = True
             said = "interrupted" if self.signum == signal.SIGINT else f"terminated ({stop_reason(self.signum)})"
-            print(f"tessera: {said}", file=sys.stderr, flush=True)
+            hint = f"; what was committed stays: to resume, run the same command again: {self.resume}" \
+                if self.resume else ""
+            print(f"tessera: {said}{hint}", file=sys.stderr, flush=True)

@@ -38,10 +38,13 @@ def interrupt_when(proc: subprocess.Popen, ready: Callable[[str], bool], *, afte
     return lines + rest.decode(errors="replace").splitlines(), time.monotonic() - sent
 
 
-def assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float) -> None:
-    """Status 130, one ``tessera:`` line, the last, and no traceback or abort, within ``PROMPT_S``."""
+def assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float, *, resume: bool = False) -> None:
+    """Status 130, one ``tessera:`` line, the last, and no traceback or abort, within ``PROMPT_S``; ``resume``: the
+    line says the command that resumes the run (``tessera ingest``'s)."""
     assert proc.returncode == 130, lines
-    assert lines[-1] == "tessera: interrupted", lines
+    said = "tessera: interrupted; what was committed stays: to resume, run the same command again: tessera " \
+        if resume else "tessera: interrupted"
+    assert lines[-1].startswith(said) if resume else lines[-1] == said, lines
     assert not [line for line in lines if "Traceback" in line or "terminate called" in line
                 or "Exception ignored" in line], lines
     assert sum(line.startswith("tessera:") for line in lines) == 1, lines

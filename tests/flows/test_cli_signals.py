@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -72,10 +73,43 @@ def test_sigterm_stops_an_ingest_as_ctrl_c_does_keeping_its_committed_shards(tmp
     proc = _command(tmp_path, ("operators.store", "Index", "commit"), signal.SIGTERM, "after",
                     *_ingest_args(index))
     assert proc.returncode == 143, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "tessera: terminated (SIGTERM)", proc.stderr
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said == ("tessera: terminated (SIGTERM); what was committed stays: to resume, run the same command "
+                    f"again: tessera {shlex.join(_ingest_args(index))}"), proc.stderr
     _no_traceback(proc)
     manifest = json.loads((index / "manifest.json").read_text())
     assert len(manifest["shards"]) == 1  # the first shard stays; the same command resumes
+
+
+def test_ctrl_c_during_an_ingest_says_the_command_that_resumes_it_and_that_command_does(tmp_path, monkeypatch, capsys,
+                                                                                 committed_docnos):
+    """It said ``tessera: interrupted`` alone: whether the run could go on, and how, was left to guess. The line
+    now gives the command as typed, and the folder it ran in when a path of it is relative; run there, it finishes
+    the ingest with each document once."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:120]), encoding="utf-8")
+    argv = ["ingest", "--source", "corpus.jsonl", "--index", "./idx", "--shard-size", "30", "--no-dense", "--quiet"]
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, "operators.store", "Index", "commit", str(int(signal.SIGINT)),
+                           "after", *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    said = proc.stderr.strip().splitlines()[-1]
+    prefix = "tessera: interrupted; what was committed stays: to resume, run the same command again: "
+    assert said == f"{prefix}tessera {shlex.join(argv)} (in {tmp_path})", proc.stderr
+    _no_traceback(proc)
+
+    command, folder = said[len(prefix):].rsplit(" (in ", 1)
+    monkeypatch.chdir(folder.rstrip(")"))
+    monkeypatch.setenv("TESSERA_HOME", env["TESSERA_HOME"])
+    from flows.commands import main
+
+    assert main(shlex.split(command)[1:]) == 0  # run where it says (in-process: a second interpreter's start saved)
+    assert "(1 already done)" in capsys.readouterr().out
+    docnos = committed_docnos(tmp_path / "idx")
+    assert len(docnos) == len(set(docnos))  # no passage twice
+    ids = {json.loads(line)["_id"] for line in corpus.read_text(encoding="utf-8").splitlines()}
+    assert {docno.rsplit("#", 1)[0] for docno in docnos} == ids  # and no document lost
 
 
 def test_sigterm_cancels_a_run_through_its_token(tmp_path):

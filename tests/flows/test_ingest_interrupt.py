@@ -128,7 +128,7 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
 
     proc = _ingest_cli(corpus400, index, "local")
     lines, seconds = _interrupt_after_first_commit(proc)
-    assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds, resume=True)
     # off a terminal, lines and no bar redraws (the documents count those of the next shard embedded so far)
     assert lines[:2] == ["staging: 400 docs", "ingest: 400 docs in 4 shard(s)"], lines
     assert lines[2].startswith("ingest: shard 1/4 committed, ") and lines[2].endswith(" docs, 0 failed"), lines
@@ -137,7 +137,7 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
 
     proc = _ingest_cli(corpus400, index, "local")  # resumed, and interrupted twice: no abort (it was 134)
     lines, seconds = _interrupt_after_first_commit(proc, twice=True)
-    assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds, resume=True)
 
     proc = _ingest_cli(corpus400, index, "local")
     _, err = proc.communicate(timeout=600)
@@ -152,7 +152,7 @@ def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_pat
     started = datetime.datetime.now() - datetime.timedelta(seconds=1)  # Ray names a session in local time
     proc = _ingest_cli(corpus400, index, "ray")
     lines, seconds = _interrupt_after_first_commit(proc)
-    assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds, resume=True)
     # Ray names a session folder after the driver's pid: a second cluster started while exiting made another.
     # Its folder is under RAY_TMPDIR, else TMPDIR (Linux), else /tmp, as Ray picks it for the driver
     linux_tmp = os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None
