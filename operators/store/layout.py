@@ -20,7 +20,13 @@ from pydantic import ValidationError
 from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
-from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
+from operators.store.errors import (
+    IndexCorruptError,
+    IndexNotFoundError,
+    IndexStoreError,
+    ManifestLostError,
+)
+from operators.store.lock_wait import notice_if_waiting
 from operators.store.settings import FORMATS, Manifest
 from operators.store.upgrade import STAGING_DIR, upgraded
 
@@ -169,10 +175,15 @@ def new_shard_id(kind: str) -> str:
 
 @contextlib.contextmanager
 def file_lock(path: Path):
-    """The index's single-writer lock (fcntl.flock on ``.lock``), across processes and threads."""
+    """The index's single-writer lock (fcntl.flock on ``.lock``), across processes and threads. A wait of more than
+    a moment is said, naming the holder (``lock_wait``)."""
     fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with notice_if_waiting(path, path / LOCK):
+                fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
