@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -28,7 +29,7 @@ from operators.store.errors import (
 )
 from operators.store.lock_wait import notice_if_waiting
 from operators.store.settings import FORMATS, Manifest
-from operators.store.upgrade import STAGING_DIR, upgraded
+from operators.store.upgrade import STAGING_DIR, STATE_FILE, staged_sources, upgraded
 
 MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
 #: ``$TESSERA_HOME/indices/auto``: where ``tessera bench`` builds the indices a flow needs (flows.bench.indices).
@@ -169,6 +170,35 @@ def committed_looking_shards(path: Path) -> list[str]:
                   and p.name not in staged)
 
 
+def unfinished_first_ingest(path: Path) -> str | None:
+    """What a folder without a manifest whose ``_ingest/`` stages a source holds: the first ingestion into it,
+    interrupted (or still running) before its first commit, with the ``tessera ingest`` that resumes it; else None.
+    Such a folder was told to "build one with tessera ingest --source FILE", as if nothing had been done. Not for
+    an index the service makes (``owner.json``): its uploads are ingested by the service, not by a command."""
+    if (path / "owner.json").exists():
+        return None
+    for folder in staged_sources(path):
+        try:
+            state = json.loads((folder / STATE_FILE).read_text())
+            source = state["params"].get("path") or state["params"].get("folder")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue  # staging was cut short before its plan was written: the next ingest starts it again
+        try:
+            job = json.loads((folder / "job.json").read_text())
+        except (OSError, ValueError):
+            job = {}
+        flags = ["--index", str(path)] + (["--shard-size", str(state["shard_size"])] if state.get("shard_size") else [])
+        if isinstance(job, dict) and job:
+            flags += [flag for flag, off in (("--no-dense", job.get("embed") is None),
+                                             ("--no-chunk", job.get("chunk") is None)) if off]
+        flags += ["--replace"] if state.get("duplicates") else []
+        command = shlex.join(["tessera", "ingest", "--source", str(source or "SOURCE"), *flags])
+        return (f"its first ingestion, of {source or folder.name}, was interrupted (or still runs) before it "
+                f"committed a shard; the command that started it resumes it: {command} (with any other options it "
+                "had: --spec, --text-field...)")
+    return None
+
+
 def new_shard_id(kind: str) -> str:
     return f"{kind}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
@@ -205,6 +235,8 @@ def read_manifest(path: Path) -> Manifest:
         if others := foreign_entries(path):  # a folder of documents given as the index: ingest it, elsewhere
             raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({len(others)} entries, "
                                      f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
+        if (first := unfinished_first_ingest(path)) is not None:  # not "build one": one was begun, and resumes
+            raise IndexNotFoundError(f"no index at {path} yet: {first}")
         hint = "" if path.exists() else " (the directory does not exist)"
         if not path.exists() and path.parent == tessera_home() / "indices" and (Path(path.name) / MANIFEST).is_file():
             hint += (f"; ./{path.name} here is an index: a bare name is looked up under $TESSERA_HOME/indices, so "

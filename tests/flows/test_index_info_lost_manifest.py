@@ -6,6 +6,8 @@ found; build one with tessera ingest" (which refuses that folder too). A folder 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 
 from tests.flows.test_cli import assert_one_line_error, tessera_in_process
 
@@ -54,3 +56,46 @@ def test_a_bare_name_of_an_index_in_the_working_folder_says_to_give_it_as_a_path
                                  "./relidx here is an index", "give it as ./relidx")
     assert "build one" not in line
     assert tessera_in_process(monkeypatch, capsys, "index", "info", "./relidx", **here).returncode == 0
+
+
+def test_index_info_on_an_interrupted_first_ingest_says_the_command_that_resumes_it(tmp_path, monkeypatch, capsys,
+                                                                                      committed_docnos):
+    """A first ``tessera ingest`` into an empty folder, stopped by Ctrl-C as its first shard is written, leaves
+    ``.lock`` and its staging but no manifest. ``index info`` (and a search) said "manifest.json not found; build one
+    with tessera ingest --source FILE", as if nothing had been begun. It now says the ingestion was interrupted and
+    gives the command that resumes it, which does, with every document once."""
+    import signal
+
+    from flows.ingestion import job
+
+    home, index, corpus = tmp_path / "home", tmp_path / "index", tmp_path / "corpus.jsonl"
+    ids = [f"d{i}" for i in range(6)]
+    corpus.write_text("".join(json.dumps({"_id": i, "text": f"honey bees {i}"}) + "\n" for i in ids))
+    index.mkdir()  # made by the user beforehand: the run keeps the folder when it stops
+    real_write = job.write
+
+    def ctrl_c_at_write(*args, **kwargs):  # a Ctrl-C that lands as the first shard is written
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_write(*args, **kwargs)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(job, "write", ctrl_c_at_write)
+            stopped = tessera_in_process(monkeypatch, capsys, "ingest", "--source", str(corpus), "--index",
+                                         str(index), "--shard-size", "2", "--no-dense", "--quiet", home=home,
+                                         check=None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stopped.returncode == 130, stopped.stderr
+    assert not (index / "manifest.json").exists() and (index / ".lock").exists()
+
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(index), home=home, check=None)
+    command = (f"tessera ingest --source {corpus} --index {index} --shard-size 2 --no-dense")
+    line = assert_one_line_error(proc, f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted",
+                                 f"resumes it: {command} (")
+    assert "build one" not in line
+    resumed = tessera_in_process(monkeypatch, capsys, *shlex.split(command)[1:], home=home, check=None)
+    assert resumed.returncode == 0, resumed.stderr
+    docnos = committed_docnos(index)
+    assert len(docnos) == len(set(docnos)) and {d.rsplit("#", 1)[0] for d in docnos} == set(ids)
