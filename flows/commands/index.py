@@ -42,8 +42,8 @@ INDEX_HELP = "an index folder, or a bare name (no '/'): $TESSERA_HOME/indices/NA
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     index = sub.add_parser("index", help="inspect or update an index in place",
-                           description="Inspect an index (info, documents) or change it in place (add, update, "
-                                       "delete, compact).")
+                           description="List the indices (list), inspect one (info, documents) or change it in "
+                                       "place (add, update, delete, compact).")
     isub = index.add_subparsers(title="actions", metavar="ACTION")
     info = isub.add_parser("info", parents=[common], help="settings, shards, counts, tombstones")
     info.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
@@ -89,6 +89,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     compact.set_defaults(handler=_cmd_compact)
     for edit in (add, update, delete, compact):
         edit.add_argument("--json", action="store_true", help="print what changed as JSON")
+    from flows.commands import index_list
+
+    index_list.register(isub, common)
     index.set_defaults(handler=lambda args: show_help(index))
 
 
