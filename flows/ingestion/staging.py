@@ -47,6 +47,7 @@ from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_rea
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure, log_notes
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
+from flows.ingestion.staged_whole import staged_whole
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
@@ -245,7 +246,7 @@ class Stager:
                 and previous["shard_size"] == self.shard_size
                 and previous.get("duplicates", False) == self.duplicates):
             shards = [StagedShard(**s) for s in previous["shards"]]
-            if all(s.id in finished or self.docs_path(s.id).exists() for s in shards):
+            if all(s.id in finished or staged_whole(self.docs_path(s.id), self.failures_path(s.id)) for s in shards):
                 if on_docs:
                     on_docs(sum(s.docs for s in shards))
                 return shards

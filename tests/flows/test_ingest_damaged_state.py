@@ -5,6 +5,7 @@ after that reads the source again and finds its finished shards, ingesting nothi
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -67,3 +68,47 @@ def test_a_finished_index_with_a_shard_file_missing_is_said_so_and_index_add_ref
     err = capsys.readouterr().err
     assert "1 damaged shard(s)" in err and "nothing was added" in err, err
     assert (index / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("damaged", ["docs", "failures"])
+def test_a_staged_shard_cut_short_is_staged_again_and_the_resume_finishes(tmp_path, caplog, monkeypatch, damaged):
+    """A run stopped after its first commit keeps the other shards staged (``_ingest/<key>/<shard>.parquet``). One
+    of them cut short (a disk that failed, a restored backup) stopped every resume with ``internal error:
+    ArrowInvalid: ... Parquet magic bytes not found`` until it was found and deleted by hand. It is now named in a
+    warning and staged again from the source, and the resume ingests each document once."""
+    import signal
+
+    from flows.ingestion import job
+
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"document number {i} about bees"}) + "\n"
+                              for i in range(25)) + "not json\n")  # a read failure, staged with the last shard
+    index = tmp_path / "idx"
+    real_write, calls = job.write, []
+
+    def ctrl_c_at_the_second_write(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_write(*args, **kwargs)
+
+    def again():
+        return ingest(source, index, settings={"dense": False}, executor="local", chunk=False, shard_size=10,
+                      progress=False)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+            patch.setattr(job, "write", ctrl_c_at_the_second_write)
+            again()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    [staging] = [p for p in (index / "_ingest").iterdir() if p.is_dir()]
+    [last] = sorted(staging.glob("*-00002.parquet"))
+    target = last if damaged == "docs" else last.with_name(last.name.replace(".parquet", ".failures.json"))
+    target.write_bytes(target.read_bytes()[:40])
+    with caplog.at_level("WARNING", logger="tessera.ingest"):
+        report = again()
+    assert f"{last}: a staged shard that cannot be read" in caplog.text
+    assert report.shards_skipped == 1 and report.failures == 1
+    assert Index.open(index).live_doc_ids() == {f"d{i}" for i in range(25)}
