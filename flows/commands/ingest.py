@@ -97,10 +97,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _matches_a_file(pattern: str) -> bool:
-    """Whether the glob names a file, as the read step expands it (``~``, ``**``)."""
-    import glob
+    """Whether the glob names a file, as the read step expands it (``~``, ``**``, link loops not gone round)."""
+    from operators.sources.link_loops import safe_glob
 
-    return any(os.path.isfile(path) for path in glob.iglob(os.path.expanduser(pattern), recursive=True))
+    return any(os.path.isfile(path) for path in safe_glob(os.path.expanduser(pattern)))
 
 
 def handle(args: argparse.Namespace) -> int:

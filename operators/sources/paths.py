@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.errors import SourceNotFoundError
+from operators.sources.link_loops import safe_glob
 
 logger = logging.getLogger("tessera.sources")
 
@@ -47,7 +48,7 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
             missing += f" ('{subfolder_glob(pattern, suffixes)}' reads its {len(folders)} subfolder(s) too)"
             warn_subfolders(pattern, folders, suffixes)
     elif glob.has_magic(str(path)):
-        named = [Path(p) for p in glob.glob(str(path), recursive=True)]
+        named = [Path(p) for p in safe_glob(str(path), op)]
         missing = f"no file matches '{pattern}' (working directory {os.getcwd()})"
     elif path.is_file():
         return [path]

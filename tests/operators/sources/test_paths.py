@@ -98,3 +98,32 @@ def test_a_folder_sources_subfolders_are_named_once_with_the_glob_that_reads_the
     with pytest.raises(SourceNotFoundError, match=r"holds no \.jsonl or .* files; give a file or a glob "
                        r"\('.*/corpus/\*\*/\*\.jsonl' reads its 1 subfolder\(s\) too\)"):
         create("sources.jsonl", {"path": str(tmp_path / "corpus")})(pa.table({}))
+
+
+def test_a_recursive_glob_does_not_go_round_link_loops_and_names_them(tmp_path, caplog):
+    """``docs/**/*`` over a folder that links to itself (``self -> .``) matched each file again under ``self/``,
+    ``self/self/``, ... (41 times, the last as a link "whose target does not exist"), and two folders linking to
+    each other did the same. Each file is now matched once, by its path without the loop, and the loops are named
+    once; a link to a folder outside the walk is still followed."""
+    from types import SimpleNamespace
+
+    from operators.sources.paths import resolve_paths
+
+    docs = tmp_path / "docs"
+    (docs / "a").mkdir(parents=True)
+    (docs / "b").mkdir()
+    (tmp_path / "other").mkdir()
+    for path in (docs / "top.txt", docs / "a" / "in_a.txt", docs / "b" / "in_b.txt", tmp_path / "other" / "o.txt"):
+        path.write_text("honey bees")
+    (docs / "self").symlink_to(".")
+    (docs / "a" / "to_b").symlink_to("../b")
+    (docs / "b" / "to_a").symlink_to("../a")  # a and b link to each other: a/to_b/to_a is a again
+    (docs / "side").symlink_to("../other")
+    op = SimpleNamespace(name="sources.files", step_id="read")
+    with caplog.at_level("WARNING", logger="tessera.sources"):
+        found = resolve_paths(str(docs / "**" / "*.txt"), op=op)
+    assert [str(p.relative_to(docs)) for p in found] == ["a/in_a.txt", "a/to_b/in_b.txt", "b/in_b.txt",
+                                                         "b/to_a/in_a.txt", "side/o.txt", "top.txt"]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "not read again below 3 link(s)" in said[0], said
+    assert f"{docs / 'self'} -> ." in said[0] and "does not exist" not in said[0]

@@ -1,0 +1,77 @@
+"""A recursive glob (``docs/**/*``) that does not go round link loops: a folder holding a link to itself or to a
+folder above it (``docs/self -> .``, ``docs/a/up -> ..``, two folders linking to each other), as some backup and
+build tools leave.
+
+Python's recursive glob follows links to folders without end: each file was matched again under ``self/``,
+``self/self/``, ... until the path was too long to open (about 40 rounds), so one file became 41 documents and the
+last round was named as a link "whose target does not exist"; with two such links the rounds multiplied and
+``tessera ingest`` never finished listing. Here ``**`` is walked with ``os.walk``, which follows links to folders as
+glob does, but not into a folder that the walk is already inside (by its real path), and the part of the pattern
+after ``**`` is matched in each folder by ``glob`` itself. The links left out are named once in a warning. A link
+to a folder beside the walk (not around it) is followed, as before.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from typing import Any
+
+logger = logging.getLogger("tessera.sources")
+
+#: The loops warned of in this process (absolute): each step that lists a source's files would name them again.
+_warned: set[str] = set()
+
+
+def safe_glob(pattern: str, op: Any = None) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, without going round link loops, for a pattern with one ``**`` part
+    and no wildcard before it; any other pattern is ``glob.glob``'s."""
+    parts = pattern.split(os.sep)
+    doubles = [i for i, part in enumerate(parts) if part == "**"]
+    if len(doubles) != 1 or any(glob.has_magic(part) for part in parts[:doubles[0]]):
+        return glob.glob(pattern, recursive=True)
+    at = doubles[0]
+    stem = os.sep.join(parts[:at]) or ("" if at == 0 else os.sep)
+    rest = parts[at + 1:] or ["*"]
+    found: list[str] = []
+    chains: dict[str, tuple[str, ...]] = {}
+    looped: list[str] = []
+    for root, folders, _ in os.walk(stem or ".", followlinks=True):
+        chain = chains.get(root) or (os.path.realpath(root),)
+        kept = []
+        for name in folders:
+            if name.startswith("."):  # glob's ** leaves hidden folders out
+                continue
+            folder = os.path.join(root, name)
+            real = os.path.realpath(folder)
+            if real in chain:
+                looped.append(folder)
+                continue
+            chains[folder] = (*chain, real)
+            kept.append(name)
+        folders[:] = kept
+        base = root if stem else os.path.relpath(root)
+        found += glob.glob(os.path.join(glob.escape(base) if base != "." else "", *rest))
+        if not pattern.endswith(os.sep + "**") and pattern != "**":
+            continue
+        found.append(root)  # ``dir/**`` matches the folders too (a caller keeps the files)
+    _warn(looped, op)
+    return found
+
+
+def _warn(looped: list[str], op: Any) -> None:
+    new = sorted(link for link in set(looped) if os.path.abspath(link) not in _warned)
+    _warned.update(os.path.abspath(link) for link in new)
+    if new:
+        where = f"{op.name} [{op.step_id}]: " if op is not None else ""
+        shown = ", ".join(f"{link} -> {_target(link)}" for link in new[:3]) + (", ..." if len(new) > 3 else "")
+        logger.warning("%snot read again below %d link(s) to a folder that holds them (a loop; each file is read "
+                       "once, by its path without the link): %s", where, len(new), shown)
+
+
+def _target(link: str) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:  # a folder reached twice otherwise (a bind mount): its real path
+        return os.path.realpath(link)
