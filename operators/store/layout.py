@@ -242,8 +242,11 @@ def read_manifest(path: Path) -> Manifest:
             hint += (f"; ./{path.name} here is an index: a bare name is looked up under $TESSERA_HOME/indices, so "
                      f"give it as ./{path.name}")  # ingested as --index ./NAME, searched as --index NAME
             raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}")
+        named = not path.exists() and path.parent == tessera_home() / "indices"  # a name: maybe one mistyped
+        listed = "; `tessera index list` lists the indices there" if named else ""
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
-                                 f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")
+                                 f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))"
+                                 f"{listed}")
     try:
         raw = _read_json(file)
     except FileNotFoundError:  # replaced between the check and the read

@@ -36,3 +36,14 @@ def test_index_list_shows_each_index_and_what_is_wrong_with_the_broken_ones(tmp_
     by_name = {record["name"]: record for record in listed["indices"]}
     assert (by_name["good"]["shards"], by_name["good"]["live_chunks"], by_name["good"]["unfinished"]) == (1, 2, False)
     assert "unreadable manifest" in by_name["cut"]["error"] and "shards" not in by_name["cut"]
+
+
+def test_a_name_that_is_no_index_points_to_index_list(tmp_path, monkeypatch, capsys):
+    """A mistyped name said only "not found; build one": the names there were left to find by hand."""
+    from tests.flows.test_cli import assert_one_line_error
+
+    home = tmp_path / "home"
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", "nope", home=home, check=None)
+    assert_one_line_error(proc, f"no index at {home / 'indices' / 'nope'}", "`tessera index list` lists the indices")
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(tmp_path / "nope"), home=home, check=None)
+    assert "index list" not in assert_one_line_error(proc, "not found")
