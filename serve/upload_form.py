@@ -15,6 +15,8 @@ from typing import Any
 
 from fastapi import Request
 from pydantic import PositiveInt, TypeAdapter, ValidationError
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import DEFAULT_MAX_HEADER_SIZE
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
@@ -69,6 +71,10 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
             raise ApiError(422, f"files: more than {max_files} files, over the limit max_documents_per_request="
                            f"{max_files} (each file gives one document or more); send them in several requests",
                            param="files", code="max_documents_per_request") from None
+        if _header_too_long(err):
+            raise ApiError(422, f"files: a file name is too long: the form's header of a file, which holds its name, "
+                           f"may have at most {DEFAULT_MAX_HEADER_SIZE} bytes (the form parser's limit); give the file "
+                           "a shorter name", param="files", code="invalid_file") from None
         raise ApiError(400, f"files: the multipart form cannot be read: {detail}", param="files",
                        code="invalid_body") from None
     try:
@@ -89,6 +95,15 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                                                                                   "row"))
     finally:
         await form.close()
+
+
+def _header_too_long(err: HTTPException) -> bool:
+    """Whether Starlette's 400 "Invalid multipart data." came of a part's header over python-multipart's limit
+    (``DEFAULT_MAX_HEADER_SIZE``): a file name of thousands of characters, which Starlette's message leaves out."""
+    from operators.errors import in_chain
+
+    cause = in_chain(err, MultipartParseError)
+    return cause is not None and "header size" in str(cause)
 
 
 def _refuse_unknown_fields(form: Any) -> None:

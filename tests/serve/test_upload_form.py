@@ -125,3 +125,12 @@ def test_a_file_that_is_no_pdf_is_refused_in_words_for_whoever_sent_it_not_the_r
     assert (err["param"], err["code"]) == ("files", "invalid_file"), err
     assert err["message"].startswith("files: notes.pdf: cannot read as a PDF: the file is damaged or is not a PDF"), err
     assert "Error" not in err["message"], err
+
+
+def test_a_file_name_too_long_for_the_form_parser_is_a_422_saying_so_and_its_limit(base):
+    """A name of 5,000 characters overflows python-multipart's header line (4,224 bytes): Starlette's 400 said
+    "Invalid multipart data." and no reason."""
+    sent = [("files", ("n" * 5000 + ".txt", b"honey bees", "text/plain"))]
+    err = error(requests.post(base, files=sent, timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "invalid_file"), err
+    assert err["message"].startswith("files: a file name is too long") and "at most 4224 bytes" in err["message"], err
