@@ -282,7 +282,7 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
         if missing:
             field = _param_naming(op, missing[0])
             errors.append(SpecError(
-                f"needs input column(s) {missing}, which no step above it writes and its input cannot hold "
+                f"needs input column(s) {', '.join(missing)}, which no step above it writes and its input cannot hold "
                 f"(it may hold: {', '.join(sorted(columns))})", step=step, op=op.name,
                 field=f"steps.{step}.{field}"))
     return errors

@@ -332,8 +332,8 @@ class Operator:
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
         if not nothing_read and (missing := [c for c in self.produces() if c not in present]):
-            raise OperatorError(f"transform did not write declared column(s) {missing} (produces() declares them; "
-                                f"output has {shown_columns(out)})", op=self.name, step=self.step_id)
+            raise OperatorError(f"transform did not write declared column(s) {', '.join(missing)} (produces() declares "
+                                f"them; output has {shown_columns(out)})", op=self.name, step=self.step_id)
         if self.scope == "row" and out.num_rows < table.num_rows:
             raise OperatorError(f"a row-scope step gives one or more output rows per input row; transform returned "
                                 f"{out.num_rows} row(s) for {table.num_rows} (a step that drops rows needs scope "

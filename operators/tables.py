@@ -25,13 +25,15 @@ def require_columns(table: pa.Table, columns: Iterable[str], *, op: str | None =
     present = set(table.column_names)
     missing = [c for c in columns if c not in present]
     if missing:
-        raise MissingColumnsError(f"missing input column(s) {missing}; input has {shown_columns(table)}", op=op,
-                                  step=step)
+        raise MissingColumnsError(f"missing input column(s) {', '.join(missing)}; input has {shown_columns(table)}",
+                                  op=op, step=step)
 
 
-def shown_columns(table: pa.Table) -> list[str]:
-    """A table's columns as an error names them: not the executors' own (``__tessera_row``)."""
-    return [c for c in table.column_names if not c.startswith("__tessera")]
+def shown_columns(table: pa.Table) -> str:
+    """A table's columns as an error names them, a plain comma-separated list ("docno, rank, text", not Python's
+    ``['docno', 'rank', 'text']``, which a web page or a YAML spec's author does not write), without the executors'
+    own (``__tessera_row``); "none" for a table without columns."""
+    return ", ".join(c for c in table.column_names if not c.startswith("__tessera")) or "none"
 
 
 def as_string_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -133,11 +133,11 @@ def test_a_setup_that_fails_is_an_operator_error_naming_the_step_in_process_and_
 @pytest.mark.parametrize("cache", [False, True], ids=["no cache", "step cache"])
 def test_a_declared_column_not_written_is_an_error_naming_it(broken, tmp_path, cache):
     checked = flow(tmp_path, ("tag", "mylab.tagger", {"write": False}))
-    with pytest.raises(OperatorError, match=r"did not write declared column\(s\) \['tag'\]") as err:
+    with pytest.raises(OperatorError, match=r"did not write declared column\(s\) tag \(") as err:
         checked.run("honey bees", cache=tmp_path / "cache" if cache else False)
     assert (err.value.step, err.value.op) == ("tag", "mylab.tagger")
     assert "__tessera" not in str(err.value)  # the step cache's row numbers are the executor's, not the step's
-    with pytest.raises(OperatorError, match=r"\['tag'\]"):
+    with pytest.raises(OperatorError, match=r"declared column\(s\) tag \("):
         create("mylab.tagger", {"write": False})(sample_results(1, 2))
     written = flow(tmp_path, ("tag", "mylab.tagger", {})).run("honey bees", cache=tmp_path / "c2" if cache else False)
     assert written.table.column("tag").to_pylist() == ["t", "t"] and written.roles["tag"] == "chip"

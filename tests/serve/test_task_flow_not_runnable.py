@@ -49,7 +49,7 @@ def test_a_task_flow_whose_step_lacks_its_columns_is_refused_before_it_is_queued
             assert refused.status_code == 422, (route, refused.text)
             error = refused.json()["error"]
             assert (error["param"], error["code"]) == (f"{field}.context_column", "flow_not_runnable")
-            assert "needs input column(s) ['context', 'context_index']" in error["message"], error["message"]
+            assert "needs input column(s) context, context_index, which" in error["message"], error["message"]
         gated = requests.post(f"{base}/task/enqueue", json=GATED, timeout=120)
         assert gated.status_code == 422 and gated.json()["error"]["param"] == "steps.answer.params.relevance_column", \
             gated.text
