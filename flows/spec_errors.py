@@ -82,7 +82,7 @@ def misplaced_param_hint(data: Any, step: str, name: str) -> str:
 
 def yaml_bool_hint(message: str) -> str:
     """A string expected and a bool found: YAML 1.1 reads no/yes/on/off (any case) as booleans, so say so."""
-    if "valid string" in message and re.search(r"\b(True|False)\b", message):
+    if "valid string" in message and re.search(r"\b(True|False|true|false)\b", message):
         return (f"{message}; YAML reads unquoted no, yes, on, off, true and false as booleans: quote the "
                 "value ('no') to mean the text")
     return message

@@ -218,12 +218,36 @@ class ParamsError(SpecError):
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            got = f" (got {short_repr(first.get('input'))})" if quotable(first, known) else ""
-            message = plain_message(first) + got + expected(first, known)
+            got = f" (got {shown_value(first.get('input'))})" if quotable(first, known) else ""
+            message = param_problem(first) + got + expected(first, known)
         others = list(dict.fromkeys(".".join(map(str, e["loc"])) for e in errors if e["loc"][:1] != first["loc"][:1]))
         if others:  # the other params in error, each once (a union's branches give one error each)
             message += f" (+{len(others)} more error{'s' if len(others) > 1 else ''}: {', '.join(others)})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
+
+
+#: Pydantic's error types of a number or a flag, in the words of a spec's author (YAML, JSON or the web page's
+#: editor): "Input should be a valid integer, unable to parse string as an integer" named Python's parsing.
+_PARAM_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+                "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+                "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object (names and values)"}
+
+
+def param_problem(error: dict) -> str:
+    """One pydantic error of a param as what the value must be: "must be a whole number" for a kind (``_PARAM_KINDS``),
+    pydantic's "Input should be greater than 0" as "must be greater than 0", its other messages as written."""
+    if error["type"] in _PARAM_KINDS:
+        return f"must be {_PARAM_KINDS[error['type']]}"
+    message = plain_message(error)
+    return "must be " + message.removeprefix("Input should be ") if message.startswith("Input should be ") else message
+
+
+def shown_value(value: Any) -> str:
+    """A refused value as its author wrote it: ``null``, ``true`` and ``false`` (YAML's and JSON's), not Python's
+    ``None`` and ``True``; any other value bounded by ``short_repr`` ('abc', 1.5, [1])."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return short_repr(value)
 
 
 def _branch_taken(errors: list[dict]) -> dict:

@@ -59,8 +59,15 @@ function describe(status, payload) {
   const error = payload && payload.error;
   const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
   if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
-  const field = error.param ? ` (field: ${error.param})` : "";
+  const field = error.param ? ` (${fieldWords(String(error.param))})` : "";
   return `${head}${field}: ${inPageWords(withoutParam(String(error.message), error.param))}`;
+}
+
+/** The field an error names, as the page says it: a step's param (``steps.bm25.params.k``) as "step 'bm25', param
+ * 'k'", the step and the param its author wrote in the spec's editor, any other as "field: index". */
+function fieldWords(param) {
+  const inStep = /^steps\.([^.]+)\.params\.(.+)$/.exec(param);
+  return inStep ? `step '${inStep[1]}', param '${inStep[2]}'` : `field: ${param}`;
 }
 
 /** The service's pointers to its own routes, written for any client, and the tab of this page that shows the same:

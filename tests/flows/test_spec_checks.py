@@ -300,3 +300,16 @@ def test_a_params_error_names_the_operator_by_its_name_where_the_spec_wrote_an_a
     with pytest.raises(ParamsError) as err:
         build({"b": {"op": "bm25", "params": {"kk": 3}}})
     assert (err.value.op, err.value.field) == ("retrieve.bm25", "steps.b.params.kk")
+
+
+@pytest.mark.parametrize("k, says", [
+    ("abc", "must be a whole number (got 'abc')"), (1.5, "must be a whole number (got 1.5)"),
+    (None, "must be a whole number (got null)"), ([3], "must be a whole number (got [3])"),
+    (0, "must be greater than 0 (got 0)"),
+])
+def test_a_params_value_of_the_wrong_kind_is_said_in_a_spec_authors_words_naming_what_was_given(k, says):
+    """The Flows tab showed pydantic's "Input should be a valid integer, unable to parse string as an integer" and
+    Python's None for YAML's and JSON's null; the field (the step and the param) is kept for the page to name."""
+    with pytest.raises(ParamsError) as err:
+        build({"b": {"op": "retrieve.bm25", "params": {"k": k}}})
+    assert (err.value.step, err.value.field, err.value.message) == ("b", "steps.b.params.k", says)

@@ -87,6 +87,8 @@ def page_error(status: int, error: dict) -> str:
         return f"HTTP {status}: {message}"
     message = message.removeprefix(f"{param}: ")
     message = re.sub(rf"^(?:step '[^']*', )?(?:operator '[^']*', )?field '{re.escape(param)}': ", "", message)
+    if in_step := re.fullmatch(r"steps\.([^.]+)\.params\.(.+)", param):  # a step's param: its step and name
+        return f"HTTP {status} (step '{in_step[1]}', param '{in_step[2]}'): {message}"
     return f"HTTP {status} (field: {param}): {message}"
 
 

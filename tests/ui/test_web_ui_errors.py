@@ -50,6 +50,13 @@ def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_
     spec.send_keys(" ")  # edited: no longer the spec refused
     assert spec.get_attribute("aria-invalid") is None and spec.get_attribute("aria-describedby") is None
 
+    # a step's param of the wrong kind: the step, the param and the value, not pydantic's "Input should be a valid
+    # integer, unable to parse string as an integer" after "(field: steps.bm25.params.k)"
+    set_text(browser, "flow-spec", json.dumps({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": "abc"}}}}))
+    by_id(browser, "flow-save").click()
+    shown = wait(browser, lambda d: error_text(d))
+    assert shown == "HTTP 422 (step 'bm25', param 'k'): must be a whole number (got 'abc')"
+
 
 def test_an_index_that_does_not_exist_is_said_with_the_tab_that_lists_the_indices_not_an_api_route(browser, ui_app):
     """The service's 422 points any client to ``GET /v1/indices``; a page user has the Indices tab, not a route."""
@@ -113,7 +120,7 @@ def test_a_flow_deleted_since_the_list_came_and_a_refused_url_are_said_without_t
     shown = wait(browser, lambda d: error_text(d))
     error = ui_app.api("PUT", f"/flows/{name}", spec).json()["error"]
     assert error["message"].startswith("step 'a', operator 'rerank.api', field 'steps.a.params.url': 169.254.169.254 ")
-    assert shown.startswith("HTTP 422 (field: steps.a.params.url): 169.254.169.254 is ")
+    assert shown.startswith("HTTP 422 (step 'a', param 'url'): 169.254.169.254 is ")
     assert shown == page_error(422, error)
 
 

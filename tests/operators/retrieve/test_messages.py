@@ -99,7 +99,7 @@ def test_bad_messages_name_the_column():
     queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": ['{"role": "user"}']})
     with pytest.raises(OperatorError, match="holds dict"):
         create("retrieve.messages")(queries)
-    with pytest.raises(ParamsError, match="Input should be 'assistant', 'user'"):  # a role no message has
+    with pytest.raises(ParamsError, match="must be 'assistant', 'user'"):  # a role no message has
         create("retrieve.messages", {"roles": ["assistant", "robot"]})
 
 
