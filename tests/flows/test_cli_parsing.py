@@ -121,7 +121,8 @@ def test_a_command_groups_help_names_its_actions_in_plain_text(capsys, command):
     assert "``" not in out, out
     if command == ("index",):
         said = " ".join(out.split())  # argparse wraps the description at the terminal's width
-        assert "Inspect an index (info, documents) or change it in place (add, update, delete, compact)." in said, out
+        assert ("List the indices (list), inspect one (info, documents) or change it in place (add, update, delete, "
+                "compact).") in said, out
 
 
 def test_run_help_says_how_standard_input_is_read_as_the_queries_reader_reads_it(capsys):

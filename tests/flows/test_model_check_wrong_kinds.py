@@ -65,7 +65,8 @@ def ran_nothing(tmp_path) -> bool:
     (postprocessed({"op": "rerank.cross_encoder", "params": {"model": "all-MiniLM-L6-v2"}}),
      ["step m (params.postprocess.0.params.model): not a cross-encoder:", "no sequence-classification head"]),
     ({"bm25": BM25, "ce": {"op": "rerank.cross_encoder", "params": {"model": {"name": "tessera-cross-encoder"}}}},
-     ["step 'ce', operator 'rerank.cross_encoder', field 'steps.ce.params.model': must be a valid string",
+     ["step 'ce', operator 'rerank.cross_encoder', field 'steps.ce.params.model': ",  # then the spec's file and line
+      "spec.yaml, line 10: must be a valid string",
       "model takes a name, not an object: CrossEncoder reference"]),
 ], ids=["alias-as-cross-encoder", "alias-as-embedder", "bi-encoder-as-colbert", "nested-bi-encoder-as-cross-encoder",
         "object-as-model"])

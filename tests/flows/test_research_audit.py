@@ -103,7 +103,8 @@ def test_a_spec_that_does_not_build_says_why_before_the_unused_index(tessera, tm
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 0}}\n")
     status, _, err = tessera("run", bad, "--index", tmp_path / "other", "--queries", "bees", "--quiet")
-    assert status == 2 and "field 'steps.bm25.params.k': must be greater than 0 (got 0)" in err, err
+    assert status == 2 and "field 'steps.bm25.params.k': " in err, err
+    assert "bad.yaml, line 2: must be greater than 0 (got 0)" in err, err
     bad.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
     status, _, err = tessera("run", bad, "--index", tmp_path / "other", "--queries", "bees", "--quiet")
     assert status == 2 and "reads no index; drop --index" in err, err
