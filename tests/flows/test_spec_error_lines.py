@@ -64,7 +64,7 @@ def test_a_column_no_step_brings_names_the_line_when_the_run_checks_it(tmp_path)
     flow = FlowSpec.load(str(path)).build()
     with pytest.raises(SpecError) as caught:
         flow.check_columns(["qid", "query"])
-    assert caught.value.message.startswith(f"{path}, line 5: needs input column(s) ['txt']"), caught.value.message
+    assert caught.value.message.startswith(f"{path}, line 5: needs input column(s) txt,"), caught.value.message
 
 
 def test_a_mosaic_request_file_names_the_line_of_its_parameter(tmp_path):
