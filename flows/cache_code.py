@@ -45,7 +45,7 @@ from importlib import metadata
 from typing import Any
 
 from operators.base import Operator
-from operators.plugins import changed_since_import, imported_source, is_local
+from operators.plugins import BUILT_IN_TOPS, changed_since_import, imported_source, is_local
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,12 @@ def tessera_version() -> str:
         return "unknown"
 
 
-#: Tessera's own top-level packages: their code's version is Tessera's.
-_OWN_PACKAGES = ("operators", "flows", "serve")
-
-
 @functools.lru_cache(maxsize=256)
 def package_version(package: str) -> str | None:
     """The version of the installed distribution named like the top-level package ``package`` (a plugin's
     ``mylab`` or ``tessera_mylab`` from ``tessera-mylab``), None for Tessera's own or a package not installed (a
     ``TESSERA_OPERATORS`` module on ``PYTHONPATH``)."""
-    if package in _OWN_PACKAGES:
+    if package in BUILT_IN_TOPS:
         return None
     try:
         return metadata.version(package)
@@ -110,9 +106,10 @@ _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
 def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[str, ...]:
-    """The modules of Tessera's own packages, and of ``module``'s own top-level package (a plugin's helpers), that
-    ``module``'s import statements name, wherever they stand (a lazy import in ``setup()`` too). ``from P import
-    name`` names ``P.name`` where that is a module, else ``P``; a relative import is resolved as Python does."""
+    """The modules of Tessera's own packages, of ``module``'s own top-level package (a plugin's helpers) and of code
+    no installed version covers (``is_local``), that ``module``'s import statements name, wherever they stand (a
+    lazy import in ``setup()`` too). ``from P import name`` names ``P.name`` where that is a module, else ``P``; a
+    relative import is resolved as Python does."""
     package = module if is_package else module.rpartition(".")[0]
     own = module.partition(".")[0]
     found: list[str] = []
@@ -132,7 +129,8 @@ def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[
                     continue
             else:
                 continue
-            if base.partition(".")[0] not in (*_OWN_PACKAGES, own) and not is_local(base.partition(".")[0]):
+            top = base.partition(".")[0]
+            if top not in (*BUILT_IN_TOPS, own) and not is_local(top):
                 continue
             submodules = [f"{base}.{name}" for name in fromlist or () if name != "*"]
             submodules = [name for name in submodules if _spec(name) is not None]

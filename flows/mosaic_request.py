@@ -72,15 +72,21 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
-    if query is not None and not isinstance(query, (str, int, float)) or isinstance(query, bool):
+    if not _text_or_none(query):
         # str() would run a list's or an object's Python repr as the query ("['a', 'b']")
         raise SpecError(f"must be the query text, got {type(query).__name__}", field="query")
     given = body.get("name")
-    if given is not None and not isinstance(given, (str, int, float)) or isinstance(given, bool):
+    if not _text_or_none(given):
         # str() named the flow by a list's or a bool's Python repr ("['a']", "True"), in its cache entries too
         raise SpecError(f"must be the flow's name as text, got {json_kind(given)}", field="name")
     return {"name": str(given or name), "steps": steps}, (None if query is None else str(query))
 
+
+
+def _text_or_none(value: Any) -> bool:
+    """Whether a request's ``query`` or ``name`` may be read as text: absent, a text or a number, not a list, an
+    object or a bool, which ``str()`` would give as their Python repr."""
+    return value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
     """Values as mosaicRAG's UI sends them, every one a string, read back as ``/pipeline/info`` wrote them

@@ -38,8 +38,7 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "dict_type" and loc in (["steps"], ["steps", step, "params"]):
         what = "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25})" if loc == ["steps"] else \
             "params are a mapping of parameter names to values (params: {k: 10})"
-        value = first.get("input")
-        message = f"{what}, got {'nothing (null)' if value is None else json_kind(value) + ' ' + short_repr(value)}"
+        message = f"{what}, got {_given(first.get('input'))}"
     if first["type"] == "extra_forbidden" and loc in (["query"], ["parameters"]):
         message += (f"; '{loc[0]}' is a field of a mosaicRAG request, whose steps are numbered (\"1\": {{\"id\": "
                     "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")
@@ -61,9 +60,13 @@ def _not_a_mapping(loc: list[str], value: Any) -> str:
     its operator's name alone (``bm25: retrieve.bm25``)."""
     what = "a step is a mapping with its op (and params, inputs, ...)" if len(loc) == 2 else \
         "a placement is a mapping ({deployment: NAME, app: tessera})"
-    got = "nothing (null)" if value is None else f"{json_kind(value)} {short_repr(value)}"
     hint = f": write {{op: {value}}}" if len(loc) == 2 and isinstance(value, str) else ""
-    return f"{what}, got {got}{hint}"
+    return f"{what}, got {_given(value)}{hint}"
+
+
+def _given(value: Any) -> str:
+    """A value given where a mapping goes, as a spec's author wrote it: its JSON kind and itself, or nothing."""
+    return "nothing (null)" if value is None else f"{json_kind(value)} {short_repr(value)}"
 
 
 def misplaced_param_hint(data: Any, step: str, name: str) -> str:

@@ -42,17 +42,13 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
                           op=op, step=step, field=f"params.{unknown[0]}")
     # before validation too: an integer param given NaN or an infinity was pydantic's "Input should be a finite
     # number", not this error (which the service answers as ``number_out_of_range``)
-    if (place := _not_finite(params)) is not None:
-        raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
-                                   field=f"params.{place[0]}")
+    _refuse_not_finite(params, op=op, step=step)
     try:
         validated = model.model_validate(params)
     except ValidationError as err:
         raise ParamsError.from_validation(err, op=op, step=step, known=model.model_fields) from None
     # as validated: pydantic reads the text "nan" as a float too (the mosaicRAG task API sends numbers as text)
-    if (place := _not_finite(validated.model_dump(include=validated.model_fields_set))) is not None:
-        raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
-                                   field=f"params.{place[0]}")
+    _refuse_not_finite(validated.model_dump(include=validated.model_fields_set), op=op, step=step)
     for name in validated.model_fields_set:  # a column named "" (output_column: ""): written, read, never found
         if name.endswith("_column") and isinstance(getattr(validated, name), str) and \
                 not getattr(validated, name).strip():
@@ -71,6 +67,14 @@ def with_keywords(params: BaseModel | Mapping[str, Any] | None, keywords: Mappin
         raise ParamsError("give params as a dict or as keywords, not both (got a dict and the keywords "
                           f"{', '.join(keywords)})", op=op, step=step, field="params")
     return dict(keywords)
+
+
+def _refuse_not_finite(params: Mapping[str, Any], *, op: str, step: str | None) -> None:
+    """A ``NonFiniteNumberError`` naming the first NaN or infinity in ``params`` (the service's
+    ``number_out_of_range``)."""
+    if (place := _not_finite(params)) is not None:
+        raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
+                                   field=f"params.{place[0]}")
 
 
 def _not_finite(params: Mapping[str, Any]) -> tuple[str, float] | None:

@@ -35,6 +35,8 @@ ENTRY_POINT_GROUP = "tessera.operators"
 ENV_VAR = "TESSERA_OPERATORS"
 #: Module prefixes that ship with Tessera (not a plugin's): importable wherever Tessera runs.
 BUILT_IN_PACKAGES = ("operators.", "flows.", "serve.")
+#: The same, as top-level package names.
+BUILT_IN_TOPS = tuple(prefix.rstrip(".") for prefix in BUILT_IN_PACKAGES)
 _NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 Found = dict[str, tuple[type[Operator], str]]  # operator name -> (class, where it came from)
@@ -178,7 +180,7 @@ def is_local(top: str) -> bool:
     key reads as it reads a plugin's own: found on the path outside the standard library and the site-packages
     folders (a ``TESSERA_OPERATORS`` module's helper beside it, a lab's ``labutils`` folder, a package installed
     editable, whose version stays while its files change). Installed packages count by their versions instead."""
-    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("__main__", *_OWN_PACKAGES):
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top in ("__main__", *BUILT_IN_TOPS):
         return False
     loaded = sys.modules.get(top)
     try:  # found as an import would find it, without importing it (a package's __init__ may import torch)
@@ -201,7 +203,6 @@ def _installed_folders() -> tuple[str, ...]:
 
 
 _INSTALLED = _installed_folders()
-_OWN_PACKAGES = tuple(prefix.rstrip(".") for prefix in BUILT_IN_PACKAGES)
 
 
 def imported_source(module: str) -> str | None:

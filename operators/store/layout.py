@@ -21,12 +21,7 @@ from pydantic import ValidationError
 from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
-from operators.store.errors import (
-    IndexCorruptError,
-    IndexNotFoundError,
-    IndexStoreError,
-    ManifestLostError,
-)
+from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
 from operators.store.lock_wait import notice_if_waiting
 from operators.store.settings import FORMATS, Manifest
 from operators.store.upgrade import STAGING_DIR, STATE_FILE, staged_sources, upgraded

@@ -51,6 +51,13 @@ FLOW = FlowSpec.parse({"name": "coded", "steps": {"words": {"op": "analyze.word_
                                                  "stamp": {"op": "test.code_stamp"}}})
 
 
+def hits_and_stamps(cache, results) -> tuple[dict[str, float | None], set[str]]:
+    """``FLOW`` run on ``results`` with ``cache``: each step's hit ratio, and the stamps its rows got."""
+    result = LocalExecutor(cache=cache).run(FLOW, results)
+    return ({step: record.hit_ratio for step, record in result.steps.items()},
+            set(result.table.column("stamp").to_pylist()))
+
+
 def load_stamp(path, module_name, monkeypatch):
     """Import (again) the module at ``path`` under ``module_name`` and register its operator, as a notebook's
     reload or a new process does after an edit."""
@@ -74,9 +81,7 @@ def test_an_edited_operators_steps_recompute_and_an_untouched_one_still_hits(mod
     results = sample_results(2, 4)
 
     def run() -> tuple[dict[str, float | None], set[str]]:
-        result = LocalExecutor(cache=cache).run(FLOW, results)
-        return ({step: record.hit_ratio for step, record in result.steps.items()},
-                set(result.table.column("stamp").to_pylist()))
+        return hits_and_stamps(cache, results)
 
     load_stamp(path, module_name, monkeypatch)
     assert run() == ({"words": 0.0, "stamp": 0.0}, {"old"})
@@ -150,9 +155,7 @@ def test_an_edited_helper_module_misses_its_operators_steps_and_no_others(lazily
     results = sample_results(2, 4)
 
     def run() -> tuple[dict[str, float | None], set[str]]:
-        result = LocalExecutor(cache=cache).run(FLOW, results)
-        return ({step: record.hit_ratio for step, record in result.steps.items()},
-                set(result.table.column("stamp").to_pylist()))
+        return hits_and_stamps(cache, results)
 
     def load() -> type:  # a new process: the helper and the operator's module imported again
         load_module(helper_path, HELPER, monkeypatch)
@@ -264,9 +267,7 @@ def test_an_edited_helper_of_another_package_misses_its_operators_steps(helper_n
     results = sample_results(2, 4)
 
     def run() -> tuple[dict[str, float | None], set[str]]:
-        result = LocalExecutor(cache=cache).run(FLOW, results)
-        return ({step: record.hit_ratio for step, record in result.steps.items()},
-                set(result.table.column("stamp").to_pylist()))
+        return hits_and_stamps(cache, results)
 
     def load() -> type:  # a new process: the operator's module imported again, its helper when it runs
         for name in (helper_name, helper_name.partition(".")[0]):
