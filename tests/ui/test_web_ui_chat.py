@@ -12,7 +12,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    QUERY, by_id, chat_with, error_text, open_page, page_error, rag_cut_short, set_text, wait,
+    QUERY, by_id, chat_with, error_text, open_page, option_values, page_error, rag_cut_short, set_text, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -83,7 +83,7 @@ def test_a_reload_shows_the_conversation_again_and_new_chat_forgets_it(browser, 
     by_id(browser, "chat-clear").click()
     browser.refresh()
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
-    wait(browser, lambda d: len(Select(by_id(d, "chat-model")).options) > 1)
+    wait(browser, lambda d: len(option_values(d, "chat-model")) > 1)
     assert browser.find_elements(By.CSS_SELECTOR, "#chat-log > *") == []
 
 

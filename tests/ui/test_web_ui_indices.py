@@ -11,25 +11,21 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import (added_index, by_id, click, error_text, fill_search, open_page, set_text, shown_results,
-                              wait)
+from tests.ui.browser import (added_index, by_id, cell_texts, click, error_text, fill_search, open_page, option_values,
+                              press, set_text, shown_results, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
 
 def index_rows(driver) -> dict[str, list[str]]:
     """The indices table: each row's cells by the name in its first cell."""
-    rows = [[td.text for td in r.find_elements(By.TAG_NAME, "td")]
-            for r in driver.find_elements(By.CSS_SELECTOR, "#index-table tbody tr")]
-    return {cells[0]: cells[1:] for cells in rows}
+    return {cells[0]: cells[1:] for cells in cell_texts(driver, "#index-table tbody tr")}
 
 
 def document_rows(driver) -> list[list[str]]:
     """The listed documents of an index: each row's cells but the last (its button)."""
-    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")][:-1]
-            for r in driver.find_elements(By.CSS_SELECTOR, "#doc-table tbody tr")]
+    return [cells[:-1] for cells in cell_texts(driver, "#doc-table tbody tr")]
 
 
 def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path,
@@ -40,7 +36,7 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     default = next(ix for ix in listing["indices"] if ix["default"])
     label = f"{default['name']} (default)" if default["name"] else "(the default index)"  # outside $TESSERA_HOME
     wait(browser, lambda d: index_rows(d).get(label, [None])[0] == str(default["chunks"]))
-    assert [o.get_attribute("value") for o in Select(by_id(browser, "upload-spec")).options] == [
+    assert option_values(browser, "upload-spec") == [
         s["name"] for s in listing["specs"]]
     # The default index's name (its folder's: the table names it by none) typed for Delete documents: the button is
     # off, saying why (the listing's read_only), not asking to confirm and then showing the service's certain 403.
@@ -213,19 +209,18 @@ def test_share_and_delete_by_keyboard_leave_the_focus_on_the_rows_buttons(browse
         open_page(browser, ui_app)
         browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
         wait(browser, lambda d: first in index_rows(d) and second in index_rows(d))
-        by_id(browser, "index-table").find_element(By.XPATH, f'//button[@aria-label="share {first}"]').send_keys(
-            Keys.ENTER)
+        press(browser, f'//*[@id="index-table"]//button[@aria-label="share {first}"]', Keys.ENTER)
         wait(browser, lambda d: index_rows(d)[first][4] == "yes")
         assert wait(browser, focused, 10) == f"make private {first}"  # not "search", which a second Enter ran
 
-        browser.find_element(By.XPATH, f'//button[@aria-label="documents of {first}"]').click()
+        click(browser, f'//button[@aria-label="documents of {first}"]')
         wait(browser, lambda d: len(document_rows(d)) == 2)
-        browser.find_element(By.XPATH, f'//button[@aria-label="delete note from {first}"]').send_keys(Keys.ENTER)
+        press(browser, f'//button[@aria-label="delete note from {first}"]', Keys.ENTER)
         browser.switch_to.alert.accept()
         wait(browser, lambda d: len(document_rows(d)) == 1)
         assert wait(browser, focused, 10) == f"delete more from {first}"  # the next row's, not the page's body
 
-        browser.find_element(By.XPATH, f'//button[@aria-label="delete {first}"]').send_keys(Keys.ENTER)
+        press(browser, f'//button[@aria-label="delete {first}"]', Keys.ENTER)
         browser.switch_to.alert.accept()
         wait(browser, lambda d: first not in index_rows(d))
         assert wait(browser, focused, 10).startswith("delete ")  # the next (or previous) row's delete
