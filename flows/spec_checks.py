@@ -299,24 +299,23 @@ def _param_naming(op: Any, column: str, otherwise: str = "inputs") -> str:
 def check_index_settings(value: dict[str, Any] | None) -> None:
     """A spec's ``index_settings`` as ``operators.store.IndexSettings`` reads them, when the spec is loaded: a
     misspelt key (with the close names) or a bad value was refused only by the ingestion or benchmark that built
-    the index, and ``tessera flows save`` kept the flow."""
+    the index, and ``tessera flows save`` kept the flow. The error names its key (``SettingProblem``)."""
     if not value:
         return
     from pydantic import ValidationError
 
-    from operators.errors import plain_message, unknown_name_hint
+    from flows.spec_errors import SettingProblem, yaml_bool_hint
+    from operators.errors import unknown_name_hint, user_field, value_problem
     from operators.store.settings import IndexSettings
 
     if unknown := [key for key in value if key not in IndexSettings.model_fields]:
-        raise ValueError(f"unknown index setting '{unknown[0]}'"
-                         f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}")
+        raise SettingProblem(f"unknown index setting '{unknown[0]}'"
+                             f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}", unknown[0])
     try:
         IndexSettings.model_validate(value)
     except ValidationError as err:
-        from flows.spec_errors import yaml_bool_hint
-
-        first = err.errors()[0]
-        where, message = str(first["loc"][0]) if first["loc"] else "", plain_message(first)
-        if isinstance(first.get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
-            message = yaml_bool_hint(f"{message} (got {first['input']})")
-        raise ValueError(f"{where + ': ' if where else ''}{message}") from None
+        errors = err.errors()
+        message = value_problem(errors[0], errors)
+        if isinstance(errors[0].get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
+            message = yaml_bool_hint(message)
+        raise SettingProblem(message, user_field(errors[0], errors) or None) from None

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import SpecError, TesseraError, plain_message, short_repr, unknown_name_hint
+from operators.errors import (SpecError, TesseraError, plain_message, short_repr, shown_value, unknown_name_hint,
+                             user_loc, value_problem)
 from operators.json_tree import json_kind
 from operators.registry import get_operator
 
@@ -26,33 +27,70 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     errors = err.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(part) for part in first["loc"]]
-    field, message = ".".join(loc) or None, plain_message(first)
+    if isinstance(setting := (first.get("ctx") or {}).get("error"), SettingProblem) and setting.key is not None:
+        loc.append(setting.key)  # index_settings.KEY, as a param's field is named
+    elif first["type"] != "extra_forbidden":
+        loc = [str(part) for part in user_loc(first, errors)]  # no union's branch (``name.str``)
+    field, message = ".".join(loc) or None, _said(first, loc, errors)
     if first["type"] == "extra_forbidden" and (known := _fields_at(loc[:-1], models)):
         message += unknown_name_hint(loc[-1], known, "fields")
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
-        message = yaml_bool_hint(f"{message} (got {first['input']})")
+        message = yaml_bool_hint(message)
     if first["type"] == "model_type" and step is not None and loc[2:] in ([], ["placement"]):
         # pydantic's "a valid dictionary or instance of StepSpec" names a Python class, not what the YAML lacks
         message = _not_a_mapping(loc, first.get("input"))
-    if first["type"] == "dict_type" and loc in (["steps"], ["steps", step, "params"]):
-        what = "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25})" if loc == ["steps"] else \
-            "params are a mapping of parameter names to values (params: {k: 10})"
+    if first["type"] == "dict_type" and loc in (["steps"], ["steps", step, "params"], ["index_settings"]):
+        what = {"steps": "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25})",
+                "params": "params are a mapping of parameter names to values (params: {k: 10})",
+                "index_settings": "index_settings are a mapping of setting names to values (index_settings: "
+                                  "{encoder: NAME})"}[loc[-1]]
         message = f"{what}, got {_given(first.get('input'))}"
     if first["type"] == "extra_forbidden" and loc in (["query"], ["parameters"]):
         message += (f"; '{loc[0]}' is a field of a mosaicRAG request, whose steps are numbered (\"1\": {{\"id\": "
                     "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")
     if first["type"] == "extra_forbidden" and len(loc) == 3 and step is not None:
         message += misplaced_param_hint(data, step, loc[2])
-    if first["type"] == "string_type" and loc[:1] == ["steps"] and loc[2:3] == ["inputs"] \
-            and isinstance(first.get("input"), (int, float)) and not isinstance(first.get("input"), bool):
-        message += (f" (got the number {first['input']}): quote a step id that is a number "
-                    f"(inputs: ['{first['input']}'])")
+    number = first.get("input")
+    if first["type"] == "string_type" and _holds(loc) == "a step id" and isinstance(number, (int, float)) \
+            and not isinstance(number, bool):
+        written = f"output: '{number}'" if loc == ["output"] else f"inputs: ['{number}']"
+        message += f": quote a step id that is a number ({written})"
     if first["type"] == "list_type" and loc[-1:] == ["inputs"] and isinstance(first.get("input"), str):
-        message += f" of step ids (got '{first['input']}'): write inputs: [{first['input']}]"
+        message += f": write inputs: [{first['input']}]"
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=field)
+
+
+class SettingProblem(ValueError):
+    """An index setting refused when a spec is loaded (``flows.spec_checks.check_index_settings``), with its key:
+    the error names the field ``index_settings.KEY`` (and, from a file, its line), as a param's names the param."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def _said(error: dict, loc: list[str], errors: list[dict]) -> str:
+    """An error's message in a spec author's words: "unknown field", a check's own words, or what the value must
+    be and the value given (``value_problem``, as a param's error says it)."""
+    if error["type"] in ("extra_forbidden", "value_error", "missing"):
+        return plain_message(error)
+    holds = _holds(loc)
+    if holds and error["type"] in ("string_type", "list_type"):
+        return f"must be {holds} (got {shown_value(error.get('input'))})"
+    return value_problem(error, errors)
+
+
+def _holds(loc: list[str]) -> str | None:
+    """What a field that names an operator or steps holds, where pydantic's kind ("a valid string") says too little:
+    ``op``, ``inputs`` (and each of its items), ``output``."""
+    if loc == ["output"] or len(loc) == 4 and loc[0] == "steps" and loc[2] == "inputs":
+        return "a step id"
+    if len(loc) == 3 and loc[0] == "steps":
+        return {"op": "an operator's name (tessera ops lists them)", "inputs": "a list of step ids"}.get(loc[2])
+    return None
 
 
 def _not_a_mapping(loc: list[str], value: Any) -> str:
@@ -85,7 +123,7 @@ def misplaced_param_hint(data: Any, step: str, name: str) -> str:
 
 def yaml_bool_hint(message: str) -> str:
     """A string expected and a bool found: YAML 1.1 reads no/yes/on/off (any case) as booleans, so say so."""
-    if "valid string" in message and re.search(r"\b(True|False|true|false)\b", message):
+    if "must be a string" in message and re.search(r"\(got (true|false)\)", message):
         return (f"{message}; YAML reads unquoted no, yes, on, off, true and false as booleans: quote the "
                 "value ('no') to mean the text")
     return message

@@ -6,6 +6,7 @@ The API layer maps ``SpecError``/``ParamsError`` to HTTP 422 with ``field``, and
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 
@@ -136,7 +137,8 @@ def plain_message(error: dict) -> str:
 
 
 #: A union's branches that are JSON types, as pydantic names them in an error's ``loc``, in a client's words.
-_JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "none": "null"}
+_JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "none": "null",
+               "date": "a date"}
 
 
 def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str]]:
@@ -177,14 +179,18 @@ def _json_type(part: Any) -> bool:
 def _one_message(found: list[tuple[list[int], dict]], said: Any) -> str:
     """One field's message: "must be A or B, not C" for a value each branch of a union refused."""
     if len(found) > 1 and all(at and at[-1] == len(e["loc"]) - 1 for at, e in found):
-        kinds = list(dict.fromkeys(_branch_kind(str(e["loc"][-1])) for _, e in found))
-        if "a number" in kinds and "an integer" in kinds:
-            kinds.remove("an integer")
-        listed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
         from operators.json_tree import json_kind
 
-        return f"must be {listed}, not {json_kind(found[0][1].get('input'))}"
+        return f"must be {_kinds_listed(found)}, not {json_kind(found[0][1].get('input'))}"
     return "; ".join(dict.fromkeys(said(e) for _, e in found))
+
+
+def _kinds_listed(found: list[tuple[list[int], dict]]) -> str:
+    """The kinds of a union's branches that each refused a value: "a string or an array of strings"."""
+    kinds = list(dict.fromkeys(_branch_kind(str(e["loc"][-1])) for _, e in found))
+    if "a number" in kinds and "an integer" in kinds:
+        kinds.remove("an integer")
+    return ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
 
 
 def _branch_kind(part: str) -> str:
@@ -230,16 +236,50 @@ class ParamsError(SpecError):
 #: editor): "Input should be a valid integer, unable to parse string as an integer" named Python's parsing.
 _PARAM_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
                 "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
-                "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object (names and values)"}
+                "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object (names and values)",
+                "string_type": "a string"}
+
+#: Pydantic's errors whose input is no value its author wrote (a param left out, the params whole, an unknown key):
+#: ``value_problem`` quotes none.
+_UNQUOTED = {"missing", "extra_forbidden", "value_error", "assertion_error", "model_type", "model_attributes_type"}
 
 
 def param_problem(error: dict) -> str:
     """One pydantic error of a param as what the value must be: "must be a whole number" for a kind (``_PARAM_KINDS``),
-    pydantic's "Input should be greater than 0" as "must be greater than 0", its other messages as written."""
+    pydantic's "Input should be greater than 0" (or "String should have at least 1 character") as "must be greater
+    than 0", its other messages as written."""
     if error["type"] in _PARAM_KINDS:
         return f"must be {_PARAM_KINDS[error['type']]}"
     message = plain_message(error)
-    return "must be " + message.removeprefix("Input should be ") if message.startswith("Input should be ") else message
+    said = re.match(r"(Input|String|List|Dictionary|Tuple|Set|Value) should (be )?", message)
+    return f"must {said.group(2) or ''}{message[said.end():]}" if said else message
+
+
+def value_problem(error: dict, errors: list[dict] | None = None, *, quoted: bool = True) -> str:
+    """One pydantic error of a field as a spec's author is told it: what the value must be (``param_problem``; a
+    value every branch of a union refused, each branch: "must be a string or an array of strings") and, where
+    ``quoted``, the value given (``shown_value``). ``errors``: all of pydantic's, which say where a union is."""
+    errors = errors or [error]
+    loc, points = error["loc"], _branch_points(error, errors)
+    if points and points[-1] == len(loc) - 1:  # the value itself is of no branch's kind
+        said = "must be " + _kinds_listed([(at, e) for e in errors if e["loc"][:-1] == loc[:-1]
+                                           and (at := _branch_points(e, errors)) and at[-1] == len(e["loc"]) - 1])
+    else:
+        said = param_problem(error)
+    quoted = quoted and error["type"] not in _UNQUOTED
+    return said + (f" (got {shown_value(error.get('input'))})" if quoted else "")
+
+
+def user_field(error: dict, errors: list[dict] | None = None) -> str:
+    """An error's field as its author wrote it (``filter.region.1``): without pydantic's names of a union's branches
+    (``region.list[str].1``, ``stopwords.str``) or a dict's ``[key]``, as ``client_problems`` names it."""
+    return ".".join(str(part) for part in user_loc(error, errors))
+
+
+def user_loc(error: dict, errors: list[dict] | None = None) -> list[Any]:
+    """The parts of ``user_field``."""
+    points = _branch_points(error, errors or [error])
+    return [part for i, part in enumerate(error["loc"]) if i not in points and part != "[key]"]
 
 
 def shown_value(value: Any) -> str:

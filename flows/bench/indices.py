@@ -60,7 +60,7 @@ def index_settings(spec: FlowSpec) -> Any:
     steps need, ``bm25`` on when one needs it; a ``SpecError`` naming ``index_settings.KEY`` when they are wrong."""
     from pydantic import ValidationError
 
-    from operators.errors import SpecError
+    from operators.errors import SpecError, value_problem
     from operators.store import IndexSettings
 
     features = spec.index_features()
@@ -71,7 +71,7 @@ def index_settings(spec: FlowSpec) -> Any:
         return IndexSettings.model_validate(wanted)
     except ValidationError as err:
         first = err.errors()[0]
-        raise SpecError(f"bad index settings: {first['msg']}",
+        raise SpecError(f"bad index settings: {value_problem(first)}",
                         field="index_settings." + ".".join(map(str, first["loc"]))) from None
 
 

@@ -78,13 +78,15 @@ def test_a_flow_whose_index_settings_no_index_takes_is_not_saved(home, tmp_path,
     spec.write_text("index_settings: {encodr: all-MiniLM-L6-v2}\n" + BM25)
     assert main(["flows", "save", "enc", str(spec)]) == 2
     err = capsys.readouterr().err
-    assert "field 'index_settings'" in err and "unknown index setting 'encodr'; did you mean 'encoder'?" in err, err
+    assert "field 'index_settings.encodr'" in err, err
+    assert "unknown index setting 'encodr'; did you mean 'encoder'?" in err, err
     spec.write_text("index_settings: {dense_type: hnws, stemmer: porter}\n" + BM25)
     assert main(["flows", "save", "enc", str(spec)]) == 2
-    assert "dense_type: Input should be 'flat'" in capsys.readouterr().err
+    assert f"field 'index_settings.dense_type': {spec}, line 1: must be 'flat'" in capsys.readouterr().err
     spec.write_text("index_settings: {stopwords: no}\n" + BM25)  # Norwegian's code, read by YAML as false
     assert main(["flows", "save", "enc", str(spec)]) == 2
-    assert "stopwords: Input should be a valid string (got False); YAML reads unquoted no" in capsys.readouterr().err
+    assert f"field 'index_settings.stopwords': {spec}, line 1: must be a string or an array of strings (got false); " \
+        "YAML reads unquoted no" in capsys.readouterr().err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
 
 

@@ -66,7 +66,7 @@ def ran_nothing(tmp_path) -> bool:
      ["step m (params.postprocess.0.params.model): not a cross-encoder:", "no sequence-classification head"]),
     ({"bm25": BM25, "ce": {"op": "rerank.cross_encoder", "params": {"model": {"name": "tessera-cross-encoder"}}}},
      ["step 'ce', operator 'rerank.cross_encoder', field 'steps.ce.params.model': ",  # then the spec's file and line
-      "spec.yaml, line 10: must be a valid string",
+      "spec.yaml, line 10: must be a string (got {'name': 'tessera-cross-encoder'})",
       "model takes a name, not an object: CrossEncoder reference"]),
 ], ids=["alias-as-cross-encoder", "alias-as-embedder", "bi-encoder-as-colbert", "nested-bi-encoder-as-cross-encoder",
         "object-as-model"])

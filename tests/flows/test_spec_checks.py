@@ -274,7 +274,7 @@ def test_inputs_written_as_one_name_says_to_write_a_list():
         FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"}, "top": {"op": "postprocess.reduce",
                                                                          "inputs": "bm25"}}})
     assert err.value.field == "steps.top.inputs" and err.value.step == "top"
-    assert err.value.message == "Input should be a valid list of step ids (got 'bm25'): write inputs: [bm25]"
+    assert err.value.message == "must be a list of step ids (got 'bm25'): write inputs: [bm25]"
 
 
 def test_a_placed_step_without_its_deployment_stops_the_flow_before_the_steps_in_front_of_it(monkeypatch, tmp_path):

@@ -85,3 +85,40 @@ def test_steps_or_params_written_as_a_list_say_what_a_mapping_holds(spec, field,
     with pytest.raises(SpecError) as caught:
         FlowSpec.parse(spec)
     assert (caught.value.field, caught.value.message) == (field, says)
+
+
+BM25 = {"op": "retrieve.bm25"}
+
+
+@pytest.mark.parametrize("spec, field, says", [
+    ({"steps": {"b": {"op": 5}}}, "steps.b.op", "must be an operator's name (tessera ops lists them) (got 5)"),
+    ({"steps": {"b": BM25, "r": {"op": "postprocess.reduce", "inputs": [None]}}}, "steps.r.inputs.0",
+     "must be a step id (got null)"),
+    ({"steps": {"b": BM25}, "output": 3}, "output",
+     "must be a step id (got 3): quote a step id that is a number (output: '3')"),
+    ({"steps": {"b": {**BM25, "cache": "maybe"}}}, "steps.b.cache", "must be true or false (got 'maybe')"),
+    ({"steps": {"b": {**BM25, "batch_size": 1.5}}}, "steps.b.batch_size", "must be a whole number (got 1.5)"),
+    ({"steps": {"b": BM25}, "name": ["x"]}, "name", "must be a string (got ['x'])"),
+    ({"steps": {"b": BM25}, "index_settings": {"dim": "abc"}}, "index_settings.dim",
+     "must be a whole number (got 'abc')"),
+    ({"steps": {"b": BM25}, "index_settings": {"stopwords": 5}}, "index_settings.stopwords",
+     "must be a string or an array of strings (got 5)"),
+    ({"steps": {"b": BM25}, "index_settings": [1]}, "index_settings", "index_settings are a mapping of setting "
+     "names to values (index_settings: {encoder: NAME}), got an array [1]"),
+])
+def test_a_field_of_the_spec_of_the_wrong_kind_says_what_it_must_be_and_the_value_given(spec, field, says):
+    """A step's ``op: 5`` said pydantic's "Input should be a valid string", an index setting's field was
+    ``index_settings`` with "dim: Input should be a valid integer, unable to parse string as an integer" (a
+    stopwords of the wrong kind ``stopwords.str``): now each is said as a param's error is (``steps.b.params.k``:
+    "must be a whole number (got 'abc')")."""
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse(spec)
+    assert (caught.value.field, caught.value.message) == (field, says)
+
+
+def test_an_index_setting_in_a_file_names_its_line(tmp_path):
+    path = tmp_path / "flow.yaml"
+    path.write_text("index_settings:\n  encoder: all-MiniLM-L6-v2\n  dim: abc\nsteps:\n  b: {op: retrieve.bm25}\n")
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.load(str(path))
+    assert str(caught.value) == f"field 'index_settings.dim': {path}, line 3: must be a whole number (got 'abc')"
