@@ -217,16 +217,15 @@ class ParamsError(SpecError):
         sent is what the user must fix."""
         errors = err.errors()
         first = next((e for e in errors if e["type"] == "extra_forbidden"), _branch_taken(errors))
-        loc = ".".join(str(part) for part in first["loc"]) or None
+        loc = user_field(first, errors) or None  # filter.region.1, not pydantic's filter.region.list[str].1
         kind = first["type"]
         if kind == "extra_forbidden":
             message = "unknown parameter"
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            got = f" (got {shown_value(first.get('input'))})" if quotable(first, known) else ""
-            message = param_problem(first) + got + expected(first, known)
-        others = list(dict.fromkeys(".".join(map(str, e["loc"])) for e in errors if e["loc"][:1] != first["loc"][:1]))
+            message = value_problem(first, errors, quoted=quotable(first, known)) + expected(first, known)
+        others = list(dict.fromkeys(user_field(e, errors) for e in errors if e["loc"][:1] != first["loc"][:1]))
         if others:  # the other params in error, each once (a union's branches give one error each)
             message += f" (+{len(others)} more error{'s' if len(others) > 1 else ''}: {', '.join(others)})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
@@ -237,11 +236,11 @@ class ParamsError(SpecError):
 _PARAM_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
                 "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
                 "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object (names and values)",
-                "string_type": "a string"}
+                "string_type": "a string", "model_type": "an object (names and values)"}
 
 #: Pydantic's errors whose input is no value its author wrote (a param left out, the params whole, an unknown key):
 #: ``value_problem`` quotes none.
-_UNQUOTED = {"missing", "extra_forbidden", "value_error", "assertion_error", "model_type", "model_attributes_type"}
+_UNQUOTED = {"missing", "extra_forbidden", "value_error", "assertion_error"}
 
 
 def param_problem(error: dict) -> str:

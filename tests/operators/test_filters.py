@@ -236,11 +236,17 @@ def test_the_filter_is_a_json_schema_param():
 
 
 @pytest.mark.parametrize("spatial, field, says", [
-    ({"region": ["Europe", 3]}, "params.filter.region.list[str].1", "must be a string (got 3)"),
-    ({"country": {"code": "FR"}}, "params.filter.country.str", "must be a string"),
+    ({"region": ["Europe", 3]}, "params.filter.region.1", "must be a string (got 3)"),
+    ({"country": {"code": "FR"}}, "params.filter.country",
+     "must be a string or an array of strings (got {'code': 'FR'})"),
+    ({"any": [{"region": 5}]}, "params.filter.any.0.region", "must be a string or an array of strings (got 5)"),
+    ({"field": "year", "in": [[2019]]}, "params.filter.in.0",
+     "must be a boolean, a number, a date or a string (got [2019])"),
 ])
 def test_a_bad_country_or_region_names_the_value_not_the_filter_as_a_name(spatial, field, says):
-    """A list of regions is allowed: its bad item is the error, and filter is never said to take a name."""
+    """A list of regions is allowed: its bad item is the error, and filter is never said to take a name. The field is
+    the filter's path as written (``filter.region.1``), not pydantic's (``filter.region.list[str].1``, a union's
+    branch), and a value of no branch's kind says each kind it may be."""
     from operators.errors import ParamsError
     from operators.registry import create
 
