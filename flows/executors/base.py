@@ -69,9 +69,10 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
                         f"a dict {{qid: text}}", field="queries")
     texts = list(queries)
     if wrong := [(i, q) for i, q in enumerate(texts, 1) if not isinstance(q, str)]:
-        i, q = wrong[0]
-        raise SpecError(f"query {i} of {len(texts)} is {type(q).__name__} {short_repr(q)}, not text; queries must be "
-                        f"{QUERIES_ACCEPTED}", field="queries")
+        i, q = wrong[0]  # None, not Python's "NoneType None": the caller wrote None
+        given = "None" if q is None else f"{short_repr(q)} ({type(q).__name__})"
+        raise SpecError(f"query {i} of {len(texts)} is {given}, not text: each query is the text to search for (a "
+                        f"str); queries must be {QUERIES_ACCEPTED}", field="queries")
     if broken := next(((i, why) for i, text in enumerate(texts, 1) if (why := unicode_problem(text))), None):
         raise SpecError(f"query {broken[0]} of {len(texts)} {broken[1]}", field="queries")
     if empty := [i for i, text in enumerate(texts, 1) if blank(text)]:

@@ -291,3 +291,17 @@ def test_a_plugin_whose_init_does_not_take_step_id_is_refused_naming_the_step(pl
         FlowSpec.parse({"name": "f", "steps": {"x": {"op": "mylab.flag"}}}).build()
     assert (caught.value.step, caught.value.op) == ("x", "mylab.flag")
     assert "constructing it failed: TypeError: " in caught.value.message and "'step_id'" in caught.value.message
+
+
+@pytest.mark.parametrize("queries, said", [
+    ([None], "query 1 of 1 is None, not text: each query is the text to search for (a str); queries must be one "
+     "text, a list of texts"),
+    (["honey bees", b"opera"], "query 2 of 2 is b'opera' (bytes), not text: each query is the text to search for"),
+    (("honey bees", ["opera"]), "query 2 of 2 is ['opera'] (list), not text"),
+])
+def test_a_query_that_is_not_text_is_named_by_its_position_in_python_words(queries, said):
+    """``Flow.run([None])`` said "query 1 of 1 is NoneType None", Python's name of the type beside the value."""
+    with pytest.raises(SpecError) as caught:
+        as_queries(queries)
+    assert caught.value.field == "queries" and caught.value.message.startswith(said), caught.value.message
+    assert "NoneType" not in caught.value.message

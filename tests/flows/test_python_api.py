@@ -28,7 +28,7 @@ def bm25(bm25_index, tmp_path, monkeypatch):
 @pytest.mark.parametrize("given, said", [
     (5, "got int 5"),
     (b"bees", "got bytes"),
-    (["bees", 7], "query 2 of 2 is int 7, not text"),
+    (["bees", 7], "query 2 of 2 is 7 (int), not text: each query is the text to search for (a str)"),
 ])
 def test_queries_that_are_not_texts_or_a_table_are_a_spec_error_saying_what_is_accepted(bm25, given, said):
     with pytest.raises(SpecError) as err:
