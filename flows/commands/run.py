@@ -12,6 +12,7 @@ Ctrl-C cancels through the run's ``CancelToken`` (exit status 130); a second one
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, 
                                      console, escape, TableRows, load_flow, positive_int, print_json,
                                      refuse_cache_dir_without_cache, step_cache)
 from flows.commands.job_paths import check_job_paths
+from operators.errors import short_repr
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -109,6 +111,13 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     if (queries_file is not None or texts) and query_step(flow) is None:  # as an unused --index is refused
         raise CliError(f"--queries would not be used: flow '{flow.name}' reads no queries (its steps start at a "
                        "source); drop --queries", field="queries")
+    if mosaic_query is not None and (texts or queries_file is not None):
+        # the request's query was dropped without a word: a user who reuses a request's steps for other queries
+        # means it, one who added --queries out of habit learns which queries ran (a note: --quiet hides it)
+        more = f" (and {len(args.queries) - 1} more)" if len(args.queries) > 1 else ""
+        logging.getLogger("flows.commands.run").warning(
+            "--queries %s%s replaces the request's own query %s (%s): the request's steps run for the queries given",
+            short_repr(args.queries[0], 80), more, short_repr(mosaic_query, 80), args.flow, extra={"note": True})
     if texts:
         queries = read_query_texts(texts)
     elif queries_file is not None:

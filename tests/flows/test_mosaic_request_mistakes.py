@@ -33,3 +33,31 @@ def test_a_request_without_numbered_steps_says_it_has_none(tmp_path):
     assert caught.value.field == "query"
     assert "'query' is a field of a mosaicRAG request, whose steps are numbered" in caught.value.message
     assert "this one has no step" in caught.value.message
+
+
+@pytest.mark.parametrize("queries, given", [(["opera singers"], "'opera singers'"),
+                                            (["opera", "honey"], "'opera' (and 1 more)")])
+def test_queries_given_beside_a_requests_query_are_run_and_the_request_query_replaced_is_said(
+        tmp_path, monkeypatch, capsys, caplog, queries, given):
+    """``tessera run request.json --queries X`` ran X alone and dropped the request's ``query`` without a word: the
+    request's steps run for the queries given (a request reused as a pipeline), and stderr says whose query is not
+    run."""
+    import json
+
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    request = tmp_path / "request.json"
+    step = {"id": "analyze.word_count", "parameters": {"input_column": "query"}}  # the query's words: no index
+    request.write_text(json.dumps({"query": "honey bees", "1": step}))
+    args = ["run", str(request), "--executor", "local", "--no-cache", "--json"]
+    assert main([*args, *(f"--queries={q}" for q in queries)]) == 0
+    assert [row["query"] for row in json.loads(capsys.readouterr().out)["rows"]] == queries
+    notes = [r for r in caplog.records if "replaces the request's own query" in r.getMessage()]
+    assert [(r.getMessage(), r.note) for r in notes] == [(f"--queries {given} replaces the request's own query "
+                                                          f"'honey bees' ({request}): the request's steps run for "
+                                                          "the queries given", True)]  # a note: --quiet hides it
+    caplog.clear()
+    assert main(args) == 0  # the request's own query, and no note
+    assert [row["query"] for row in json.loads(capsys.readouterr().out)["rows"]] == ["honey bees"]
+    assert not [r for r in caplog.records if "replaces" in r.getMessage()]
