@@ -209,7 +209,9 @@ def _run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Na
             import traceback
 
             traceback.print_exc()
-        _error(f"error: {named_as_typed(err, getattr(args, 'typed_options', {}))}")
+        from flows.ingestion.first_ingest import with_resume
+
+        _error(f"error: {named_as_typed(with_resume(err), getattr(args, 'typed_options', {}))}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _error("interrupted" if stopped.signum is None else f"terminated ({stop_reason(stopped.signum)})")

@@ -26,6 +26,7 @@ def register(isub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
 def entries(folder: Path) -> list[dict[str, Any]]:
     """One record per folder in ``folder``, by name: ``name``, ``path``, and ``shards``, ``live_chunks`` and
     ``unfinished`` (an ingestion whose shards are not all committed) for an index, or ``error`` (one line)."""
+    from flows.ingestion.first_ingest import with_resume
     from flows.ingestion.pending import has_staged
     from operators.store.layout import BENCH_FOLDER, read_manifest
     from operators.store.errors import IndexStoreError
@@ -41,7 +42,7 @@ def entries(folder: Path) -> list[dict[str, Any]]:
                 record.update(shards=counts["shards"], live_chunks=counts["live_chunks"],
                               unfinished=has_staged(path))
             except IndexStoreError as err:
-                record["error"] = str(err)
+                record["error"] = str(with_resume(err))
             except OSError as err:  # a folder this user cannot read
                 record["error"] = f"cannot read it: {err.strerror or err}"
         found.append(record)

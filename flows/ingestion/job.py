@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from flows.ingestion import refused, resync, reuse
+from flows.ingestion import first_ingest, refused, resync, reuse
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete, warn_damaged
 from flows.ingestion.embedder import Embedder, EmbedStopped
 from flows.ingestion.faults import Faults
@@ -137,6 +137,8 @@ class _Run:
             start_ray_early()
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read)
+        if self.made_manifest:  # kept for the command that resumes it, should it stop before its first commit
+            first_ingest.record_settings(self.stager.dir, self.settings)
         refused.clear(self.stager.dir)  # staged again: running (or interrupted) from here on, until refused again
         self._open_index()
         for shard in shards:  # committed by a run that died before deleting its staged files

@@ -69,7 +69,8 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "shards_done": None if planned is None else len(planned) - len(pending),
             "shards_pending": len(pending),
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
-            "resume": _resume_command(index, folder.name, source, state, _read_json(folder / "job.json")),
+            "resume": resume_command_of(index.path, index.settings, folder.name, source, state,
+                                        _read_json(folder / "job.json")),
             "refused": refusal,
             "syncing": syncing,
         })
@@ -97,23 +98,29 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _resume_command(index, key: str, source: str | None, state: dict | None, job: dict | None) -> str:
-    """The ``tessera ingest`` that resumes it, with the index's own settings: ``--source PATH`` when that reads
-    the same source with the chunking and embedding of the default spec, which the run recorded (``job.json``);
-    else ``--spec`` with a spec of the run's own read step (a reader ``--source`` would not pick, say
-    ``sources.jsonl`` for ``notes.json``), enrich, chunk and embed steps, inline."""
-    flags = ["--index", str(index.path)]
+def resume_command_of(path: str | Path, settings, key: str, source: str | None, state: dict | None,
+                      job: dict | None, *, index_settings: dict[str, Any] | None = None) -> str:
+    """The ``tessera ingest`` that resumes the source staged under ``key`` in the index at ``path``, with the index's
+    ``settings`` (an index's own, or those an interrupted first ingestion was making: ``first_ingest``):
+    ``--source PATH`` when that reads the same source with the chunking and embedding of the default spec, which
+    the run recorded (``job.json``); else ``--spec`` with a spec of the run's own read step (a reader ``--source``
+    would not pick, say ``sources.jsonl`` for ``notes.json``), enrich, chunk and embed steps, inline, and the
+    ``index_settings`` that no option says (a first ingestion's encoder, say), which only a spec carries."""
+    flags = ["--index", str(path)]
     if state and state.get("shard_size"):
         flags += ["--shard-size", str(state["shard_size"])]
-    flags += [flag for flag, off in (("--no-dense", not index.settings.dense), ("--no-bm25", not index.settings.bm25),
+    if settings.dense and settings.dense_type != "flat":  # what a first ingestion creates the index with
+        flags += ["--dense-type", settings.dense_type]
+    flags += [flag for flag, off in (("--no-dense", not settings.dense), ("--no-bm25", not settings.bm25),
                                      ("--no-chunk", job is not None and job.get("chunk") is None),
                                      ("--replace", bool(state and state.get("duplicates")))) if off]  # staged so
-    if state is None or (source is not None and _source_resumes(index, key, source, job)):
+    if state is None or (not index_settings and source is not None and _source_resumes(settings, key, source, job)):
         return shlex.join(["tessera", "ingest", "--source", source or "SOURCE", *flags])
-    return shlex.join(["tessera", "ingest", "--spec", json.dumps(_resume_spec(state, job)), *flags])
+    spec = {**_resume_spec(state, job), **({"index_settings": index_settings} if index_settings else {})}
+    return shlex.join(["tessera", "ingest", "--spec", json.dumps(spec), *flags])
 
 
-def _source_resumes(index, key: str, source: str, job: dict | None) -> bool:
+def _source_resumes(settings, key: str, source: str, job: dict | None) -> bool:
     """Whether ``tessera ingest --source SOURCE`` (the default spec) reads the staged source (its key) and
     chunks, enriches and embeds as the run did (what ``job.json`` holds, compared as the run compares it)."""
     from flows.ingestion.plan import DEFAULT_SPEC, build_plan, embed_params
@@ -125,7 +132,7 @@ def _source_resumes(index, key: str, source: str, job: dict | None) -> bool:
         plan = build_plan(DEFAULT_SPEC, source, False if no_chunk else None, quiet=True)
         if source_key(plan.read) != key:
             return False
-        embed = embed_params(plan, index.settings)
+        embed = embed_params(plan, settings)
     except (TesseraError, OSError):
         return False
     if job is None:  # no shard was processed: any chunking and embedding will do

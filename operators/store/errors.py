@@ -20,6 +20,22 @@ class ManifestLostError(IndexNotFoundError):
     empty folder (``layout.lost_manifest``)."""
 
 
+class UnfinishedFirstIngestError(IndexNotFoundError):
+    """A folder without a manifest whose ``_ingest/`` stages a source: the first ingestion into it, interrupted (or
+    still running) before its first commit (``layout.unfinished_first_ingest``), not a place to "build one".
+    ``path``, ``staging`` (the source's staging folder) and ``source``: the facts ``flows.ingestion.first_ingest``
+    words the command that resumes it from, where the error reaches a command; the store cannot say it (the ingest
+    options, a spec of the run's reader, are flows')."""
+
+    def __init__(self, path, staging, source: str | None):
+        self.path, self.staging, self.source = path, staging, source
+        super().__init__(f"no index at {path} yet: its first ingestion, of {source or staging.name}, was interrupted "
+                         "(or still runs) before it committed a shard; the command that started it resumes it")
+
+    def __reduce__(self):  # rebuilt from its own arguments (an error a Ray worker raised travels pickled)
+        return type(self), (self.path, self.staging, self.source), self.__dict__
+
+
 class IndexCorruptError(IndexStoreError):
     """The manifest or a shard's files are unreadable or do not match their checksums."""
 

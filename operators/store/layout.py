@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shlex
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +20,8 @@ from pydantic import ValidationError
 from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
-from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
+from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError, \
+    UnfinishedFirstIngestError
 from operators.store.lock_wait import notice_if_waiting
 from operators.store.settings import FORMATS, Manifest
 from operators.store.upgrade import STAGING_DIR, STATE_FILE, staged_sources, upgraded
@@ -165,32 +165,20 @@ def committed_looking_shards(path: Path) -> list[str]:
                   and p.name not in staged)
 
 
-def unfinished_first_ingest(path: Path) -> str | None:
-    """What a folder without a manifest whose ``_ingest/`` stages a source holds: the first ingestion into it,
-    interrupted (or still running) before its first commit, with the ``tessera ingest`` that resumes it; else None.
-    Such a folder was told to "build one with tessera ingest --source FILE", as if nothing had been done. Not for
-    an index the service makes (``owner.json``): its uploads are ingested by the service, not by a command."""
+def unfinished_first_ingest(path: Path) -> tuple[Path, str | None] | None:
+    """The staging folder and source (None where the plan names none) of the first ingestion into ``path``, a folder
+    without a manifest whose ``_ingest/`` stages a source: interrupted (or still running) before its first commit;
+    else None. Such a folder was told to "build one with tessera ingest --source FILE", as if nothing had been
+    done. Not for an index the service makes (``owner.json``): its uploads are ingested by the service, not by a
+    command."""
     if (path / "owner.json").exists():
         return None
     for folder in staged_sources(path):
         try:
-            state = json.loads((folder / STATE_FILE).read_text())
-            source = state["params"].get("path") or state["params"].get("folder")
+            params = json.loads((folder / STATE_FILE).read_text())["params"]
+            return folder, params.get("path") or params.get("folder")
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue  # staging was cut short before its plan was written: the next ingest starts it again
-        try:
-            job = json.loads((folder / "job.json").read_text())
-        except (OSError, ValueError):
-            job = {}
-        flags = ["--index", str(path)] + (["--shard-size", str(state["shard_size"])] if state.get("shard_size") else [])
-        if isinstance(job, dict) and job:
-            flags += [flag for flag, off in (("--no-dense", job.get("embed") is None),
-                                             ("--no-chunk", job.get("chunk") is None)) if off]
-        flags += ["--replace"] if state.get("duplicates") else []
-        command = shlex.join(["tessera", "ingest", "--source", str(source or "SOURCE"), *flags])
-        return (f"its first ingestion, of {source or folder.name}, was interrupted (or still runs) before it "
-                f"committed a shard; the command that started it resumes it: {command} (with any other options it "
-                "had: --spec, --text-field...)")
     return None
 
 
@@ -231,7 +219,7 @@ def read_manifest(path: Path) -> Manifest:
             raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({len(others)} entries, "
                                      f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
         if (first := unfinished_first_ingest(path)) is not None:  # not "build one": one was begun, and resumes
-            raise IndexNotFoundError(f"no index at {path} yet: {first}")
+            raise UnfinishedFirstIngestError(path, *first)
         hint = "" if path.exists() else " (the directory does not exist)"
         if not path.exists() and path.parent == tessera_home() / "indices" and (Path(path.name) / MANIFEST).is_file():
             hint += (f"; ./{path.name} here is an index: a bare name is looked up under $TESSERA_HOME/indices, so "

@@ -89,13 +89,65 @@ def test_index_info_on_an_interrupted_first_ingest_says_the_command_that_resumes
         signal.signal(signal.SIGINT, previous)
     assert stopped.returncode == 130, stopped.stderr
     assert not (index / "manifest.json").exists() and (index / ".lock").exists()
+    [staging] = (index / "_ingest").iterdir()  # the settings it was making the index with, for the resume
+    assert json.loads((staging / "index_settings.json").read_text())["dense"] is False
 
     proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(index), home=home, check=None)
     command = (f"tessera ingest --source {corpus} --index {index} --shard-size 2 --no-dense")
     line = assert_one_line_error(proc, f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted",
-                                 f"resumes it: {command} (")
+                                 f"resumes it: {command}")
     assert "build one" not in line
     resumed = tessera_in_process(monkeypatch, capsys, *shlex.split(command)[1:], home=home, check=None)
     assert resumed.returncode == 0, resumed.stderr
     docnos = committed_docnos(index)
     assert len(docnos) == len(set(docnos)) and {d.rsplit("#", 1)[0] for d in docnos} == set(ids)
+
+
+def _staged_first_ingest(index, source: dict, settings) -> None:
+    """What a first ingestion into ``index`` leaves when stopped before its first commit: the source staged (a real
+    ``Stager``), the settings it creates the index with recorded (as ``first_ingest.record_settings`` does), no
+    manifest."""
+    from flows.ingestion.plan import DEFAULT_SPEC, build_plan
+    from flows.ingestion.staging import Stager
+
+    stager = Stager(build_plan(DEFAULT_SPEC, source, None, quiet=True).read, index, 2)
+    stager.stage(set())
+    (stager.dir / "index_settings.json").write_text(settings.model_dump_json())
+
+
+def _resume_of(line: str) -> list[str]:
+    return shlex.split(line.split("resumes it: ", 1)[1])
+
+
+def test_the_resume_command_of_an_interrupted_first_ingest_keeps_its_settings_and_reader(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """The command said for a first ingestion stopped before its first commit was ``--source SOURCE`` with
+    ``--shard-size``, ``--no-dense``, ``--no-chunk`` and ``--replace`` alone: a dense-only index (``--no-bm25``) was
+    resumed with BM25, and a source a spec's reader read (``sources.jsonl`` for ``notes.json``) got ``--source``,
+    which refuses that file. It is now built as an unfinished ingestion's is (``pending.resume_command_of``)."""
+    from operators.store import IndexSettings
+
+    home = tmp_path / "home"
+    corpus, notes = tmp_path / "corpus.jsonl", tmp_path / "notes.json"
+    for path in (corpus, notes):
+        path.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"honey bees {i}"}) + "\n" for i in range(3)))
+    dense_only = tmp_path / "dense_only"
+    _staged_first_ingest(dense_only, {"op": "sources.jsonl", "params": {"path": str(corpus)}},
+                         IndexSettings(bm25=False, dense_type="hnsw"))
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(dense_only), home=home, check=None)
+    line = assert_one_line_error(proc, f"no index at {dense_only} yet: its first ingestion, of {corpus}")
+    assert _resume_of(line) == ["tessera", "ingest", "--source", str(corpus), "--index", str(dense_only),
+                                "--shard-size", "2", "--dense-type", "hnsw", "--no-bm25"]
+
+    by_spec = home / "indices" / "by_spec"  # listed by `tessera index list`, with the same command
+    _staged_first_ingest(by_spec, {"op": "sources.jsonl", "params": {"path": str(notes)}},
+                         IndexSettings(dense=False, k1=1.2))
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(by_spec), home=home, check=None)
+    resume = _resume_of(assert_one_line_error(proc, f"no index at {by_spec} yet: its first ingestion, of {notes}"))
+    assert resume[:3] == ["tessera", "ingest", "--spec"] and "--source" not in resume and "--no-dense" in resume
+    spec = json.loads(resume[3])
+    assert spec["steps"]["read"] == {"op": "sources.jsonl", "params": {"path": str(notes)}}
+    assert spec["index_settings"] == {"k1": 1.2}  # no option says it
+    [listed] = json.loads(tessera_in_process(monkeypatch, capsys, "index", "list", "--json", home=home).stdout)[
+        "indices"]
+    assert _resume_of(listed["error"]) == resume

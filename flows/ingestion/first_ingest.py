@@ -1,0 +1,63 @@
+"""The first ingestion into a folder, interrupted (or still running) before its first commit: there is no manifest
+yet, so opening the folder raises the store's ``UnfinishedFirstIngestError`` (its staging folder and source), and
+``pending``, which reads an opened index's settings, does not apply. The run records the settings it creates the
+index with beside its staging (``record_settings``), and where the error reaches a command (``tessera``'s error
+line, ``tessera index list``) ``with_resume`` adds the command that resumes the ingestion with them, built by
+``pending.resume_command_of`` as an unfinished ingestion's is: ``--no-bm25``, ``--dense-type``, a ``--spec`` of the
+run's own reader, and so on, which the store alone could not say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from operators.errors import TesseraError, in_chain
+from operators.store.errors import UnfinishedFirstIngestError
+
+#: In a source's staging folder: the settings of the index its first ingestion creates.
+SETTINGS_FILE = "index_settings.json"
+#: Settings that ``resume_command_of`` says as options (``dim`` follows from the encoder); another that differs from
+#: its default goes in the ``--spec`` as ``index_settings``.
+_AS_OPTIONS = frozenset({"dense", "bm25", "dense_type", "dim"})
+
+
+def record_settings(staging: Path, settings: Any) -> None:
+    """Keep ``settings`` (an ``IndexSettings``) in ``staging``: a first ingestion interrupted before its first
+    commit leaves no manifest to read them from."""
+    from operators.atomic import write_bytes
+
+    write_bytes(staging / SETTINGS_FILE, settings.model_dump_json().encode())
+
+
+def resume_command(err: UnfinishedFirstIngestError) -> str:
+    """The ``tessera ingest`` that resumes the first ingestion ``err`` is about, with the settings it recorded (one
+    staged by an earlier release recorded none: ``--no-dense`` as its ``job.json`` says, the rest defaults)."""
+    from pydantic import ValidationError
+
+    from flows.ingestion.job_params import JOB_FILE
+    from flows.ingestion.pending import _read_json, resume_command_of
+    from flows.ingestion.staging import STATE_FILE
+    from operators.store.settings import IndexSettings
+
+    state, job = _read_json(err.staging / STATE_FILE), _read_json(err.staging / JOB_FILE)
+    try:
+        settings = IndexSettings.model_validate(_read_json(err.staging / SETTINGS_FILE))
+    except ValidationError:  # none recorded (None), or not readable
+        settings = IndexSettings(dense=not (isinstance(job, dict) and job.get("embed", {}) is None))
+    default = IndexSettings().model_dump()
+    others = {k: v for k, v in settings.model_dump().items() if k not in _AS_OPTIONS and v != default[k]}
+    return resume_command_of(err.path, settings, err.staging.name, err.source, state, job, index_settings=others)
+
+
+def with_resume(err: TesseraError) -> TesseraError:
+    """``err`` with the command that resumes the interrupted first ingestion it is about (an
+    ``UnfinishedFirstIngestError``, itself or in its chain) added to its message; any other error as it is."""
+    first = in_chain(err, UnfinishedFirstIngestError)
+    if first is None:
+        return err
+    try:
+        command = resume_command(first)
+    except (LookupError, TypeError, ValueError, AttributeError, OSError):  # a state.json damaged otherwise than the
+        return err  # store reads it: the message it has (the command that started the run resumes it) stays true
+    err.message += f": {command}" if first is err else f" (it resumes with: {command})"
+    return err
