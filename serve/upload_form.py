@@ -109,15 +109,15 @@ def _header_too_long(err: HTTPException) -> bool:
 def _refuse_unknown_fields(form: Any) -> None:
     """A 422 naming the first of ``form``'s fields that the route does not read (with the close name, where a field
     is misspelt): ignored, a ``first_rows`` sent a whole CSV file, the part meant to skip rows of it left in. File
-    parts under another name than ``files`` are left to the check that names them all."""
-    from operators.errors import close_names, did_you_mean
+    parts under another name than ``files`` are left to the check that names them all. Worded as every unknown
+    name is (``unknown_name_hint``)."""
+    from operators.errors import unknown_name_hint
 
     for key, item in form.multi_items():
         if key in FIELDS or isinstance(item, UploadFile):
             continue
-        close = did_you_mean(close_names(key, FIELDS, words=False))
-        raise ApiError(422, f"{key}: this form has no field '{key}'" + (f"; {close}" if close else "") + " (its "
-                       f"fields: {', '.join(FIELDS)})", param=key, code="invalid_value")
+        raise ApiError(422, f"{key}: this form has no field '{key}'{unknown_name_hint(key, FIELDS, 'fields')}",
+                       param=key, code="invalid_value")
 
 
 def _file_name(sent: str) -> str:

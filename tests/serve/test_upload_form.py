@@ -113,8 +113,8 @@ def test_a_field_the_form_does_not_have_is_a_422_naming_it_and_the_close_name(ba
     one = [("files", ("rows.csv", b"id,text\nr1,honey\n", "text/csv"))]
     err = error(requests.post(base, files=one, data={"first_rows": "2"}, timeout=30), 422)
     assert (err["param"], err["code"]) == ("first_rows", "invalid_value"), err
-    assert err["message"] == ("first_rows: this form has no field 'first_rows'; did you mean 'first_row'? (its fields: "
-                              "files, spec, first_page, first_row, replace)")
+    assert err["message"] == ("first_rows: this form has no field 'first_rows'; did you mean 'first_row'? (fields: "
+                              "files, first_page, first_row, replace, spec)")
     err = error(requests.post(base, files=one, data={"colour": "blue"}, timeout=30), 422)
     assert err["param"] == "colour" and "did you mean" not in err["message"], err
 
