@@ -27,6 +27,13 @@ def escape(text: str) -> str:
     return rich_escape(_CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text))
 
 
+def escape_id(text: str) -> str:
+    """``escape`` for an id in a table's cell: one holding a character that does not print (a newline, a tab, a
+    no-break space: a source's id field may hold any) is shown as its ``repr``, quotes and all (``'a\\nb'``), so its
+    row stays one row and shows what the id holds; JSON output keeps the id itself."""
+    return escape(text if text.isprintable() else repr(text))
+
+
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
 

@@ -174,7 +174,7 @@ def _positive_count(text: str) -> int:
 def _cmd_documents(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from flows.commands._support import console, escape
+    from flows.commands._support import console, escape, escape_id
     from operators.store.listing import document_page
 
     index = _open(args.path)
@@ -198,7 +198,7 @@ def _cmd_documents(args: argparse.Namespace) -> int:
     for doc in page["documents"]:
         metadata = ", ".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False)}"
                              for k, v in doc["metadata"].items())  # as --json writes it: false, not False
-        table.add_row(escape(doc["id"]), escape(doc["title"]), str(doc["passages"]), escape(metadata))
+        table.add_row(escape_id(doc["id"]), escape(doc["title"]), str(doc["passages"]), escape(metadata))
     out.print(table)
     return EXIT_OK
 

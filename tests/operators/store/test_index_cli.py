@@ -79,6 +79,20 @@ def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_
     assert exited.value.code == 2 and "expected 1 document or more, got 0" in capsys.readouterr().err
 
 
+def test_documents_shows_an_id_holding_a_newline_escaped_on_its_own_row(tmp_path, capsys):
+    """An id with a newline (a source's id field may hold one) printed over two rows of the table, the second one
+    a row of its own to the eye; the table shows it as its repr, and ``--json`` keeps the id itself."""
+    idx = str(tmp_path / "idx")
+    docs = [{"_id": "bees\nants", "text": "honey bees"}, {"_id": "kea\tparrots", "text": "alpine parrots"}]
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", docs), "--no-dense"]) == 0
+    capsys.readouterr()
+    assert main(["index", "documents", idx]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "│" in line]  # the body's (the head has ┃)
+    assert len(rows) == 2 and "'bees\\nants'" in rows[0] and "'kea\\tparrots'" in rows[1], rows
+    assert main(["index", "documents", idx, "--json"]) == 0
+    assert [d["id"] for d in json.loads(capsys.readouterr().out)["documents"]] == ["bees\nants", "kea\tparrots"]
+
+
 def test_documents_of_an_empty_index_says_it_holds_none(tmp_path, capsys):
     """An index whose every document was deleted (or an empty source ingested) said "no document from 1 on (it
     holds 0)", as if the listing had started too far."""
