@@ -125,6 +125,16 @@ def test_sizes_read_with_binary_units(text, size):
     assert parse_size(text) == size
 
 
+def closed_by_sqlite(held: list[str]) -> int:
+    """How many of ``held`` are the database descriptors SQLite keeps for connections already closed: one closed
+    while another connection of the process holds its lock on the same database (a POSIX lock is the process's, and
+    closing any descriptor of the file drops it) leaves its descriptor open, for the next connection to reuse, so
+    at most one per database. Each open connection has a ``-wal`` descriptor of its own; a closed one none. (Another
+    thread's connection to a cache here, opened and closed while the test ran, made 7 files of 6 once.)"""
+    databases = {path for path in held if path.endswith("index.sqlite")}
+    return sum(min(1, max(0, held.count(path) - held.count(f"{path}-wal"))) for path in databases)
+
+
 def test_runs_share_one_cache_and_leave_no_open_files_behind(filled, tmp_path):
     flow, root = filled
     caches = (root.resolve(), (tmp_path / "home" / "cache").resolve())
@@ -136,7 +146,7 @@ def test_runs_share_one_cache_and_leave_no_open_files_behind(filled, tmp_path):
             flow.run(QUERIES[0], cache=True)  # the default folder ($TESSERA_HOME/cache), and this one
             flow.run(QUERIES[0], cache=root)
         held = open_files(*caches)
-        assert len(held) <= before + 3, held  # the default cache's database and its WAL files
+        assert len(held) - closed_by_sqlite(held) <= before + 3, held  # the default cache's database, WAL files
     finally:
         gc.enable()
 
