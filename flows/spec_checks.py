@@ -300,8 +300,16 @@ def check_index_settings(value: dict[str, Any] | None) -> None:
     """A spec's ``index_settings`` as ``operators.store.IndexSettings`` reads them, when the spec is loaded: a
     misspelt key (with the close names) or a bad value was refused only by the ingestion or benchmark that built
     the index, and ``tessera flows save`` kept the flow. The error names its key (``SettingProblem``)."""
+    if (problem := index_settings_problem(value)) is not None:
+        raise problem
+
+
+def index_settings_problem(value: dict[str, Any] | None, *, yaml: bool = True) -> Any:
+    """The first ``SettingProblem`` of ``value`` (``check_index_settings``), or None; ``yaml``: the settings were
+    written in YAML (a spec), whose unquoted ``no`` is a boolean: a bool where a string is wanted says so. Ingestion
+    says a problem of settings merged from a spec and a caller in the same words (``flows.ingestion.plan``)."""
     if not value:
-        return
+        return None
     from pydantic import ValidationError
 
     from flows.spec_errors import SettingProblem, yaml_bool_hint
@@ -309,13 +317,14 @@ def check_index_settings(value: dict[str, Any] | None) -> None:
     from operators.store.settings import IndexSettings
 
     if unknown := [key for key in value if key not in IndexSettings.model_fields]:
-        raise SettingProblem(f"unknown index setting '{unknown[0]}'"
-                             f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}", unknown[0])
+        return SettingProblem(f"unknown index setting '{unknown[0]}'"
+                              f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}", unknown[0])
     try:
         IndexSettings.model_validate(value)
     except ValidationError as err:
         errors = err.errors()
         message = value_problem(errors[0], errors)
-        if isinstance(errors[0].get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
+        if yaml and isinstance(errors[0].get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
             message = yaml_bool_hint(message)
-        raise SettingProblem(message, user_field(errors[0], errors) or None) from None
+        return SettingProblem(message, user_field(errors[0], errors) or None)
+    return None

@@ -281,8 +281,24 @@ def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
             raise IngestError(f"the index at {index_path} has {has}, and this asks for {asks}: "
                               f"{plain_message(first)}; an index keeps the settings it was made with (ingest into "
                               "a new index for others)", field="settings") from None
-        raise IngestError(f"bad index settings: {plain_message(first)}",  # loc is empty for a check of the whole
-                          field=".".join(["settings", *map(str, first["loc"])])) from None
+        raise _bad_settings(base, settings or {}) from None
+
+
+def _bad_settings(base: dict[str, Any], given: dict[str, Any]) -> IngestError:
+    """The first problem of the settings ``given`` (``ingest(settings=)``, the command's --no-dense ...) over
+    ``base`` (the spec's ``index_settings``) in the words a spec's is told (``spec_checks.index_settings_problem``:
+    what the value must be and the value given, not pydantic's "Input should be a valid integer"), its field named
+    where it was set: ``settings.KEY`` given, else ``index_settings.KEY``."""
+    from flows.spec_checks import index_settings_problem
+
+    problem = index_settings_problem({**base, **given}, yaml=False)
+    if problem.key is None:  # a check of the whole (dense and bm25 both false): what the caller asked for
+        asks = ", ".join(f"{k}: {json.dumps(v)}" for k, v in given.items())
+        over = " over the spec's index_settings" if index_settings_problem(given, yaml=False) is None else ""
+        return IngestError(f"{problem}{f'; this asks for {asks}{over}' if asks else ''}",
+                           field="settings" if given else "index_settings")
+    origin = "settings" if problem.key.split(".")[0] in given else "index_settings"
+    return IngestError(str(problem), field=f"{origin}.{problem.key}")
 
 
 #: The read step's params that ``fields`` may set: which of a record's fields is the id, the text, the title.

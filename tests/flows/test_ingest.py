@@ -352,6 +352,26 @@ def test_a_flag_that_would_leave_an_index_without_either_half_names_what_the_ind
     assert "Value error" not in err
 
 
+@pytest.mark.parametrize("base, given, field, message", [
+    ({}, {"k1": "abc"}, "settings.k1", "must be a number (got 'abc')"),
+    ({}, {"dim": "x"}, "settings.dim", "must be a whole number (got 'x')"),
+    ({}, {"bm25_k1": 1}, "settings.bm25_k1", "unknown index setting 'bm25_k1'; did you mean 'bm25' or 'k1'?"),
+    ({"k1": "abc"}, {"dense": False}, "index_settings.k1", "must be a number (got 'abc')"),
+    ({"bm25": False}, {"dense": False}, "settings", "an index needs dense or bm25 (both are false); this asks for "
+     "dense: false over the spec's index_settings"),
+])
+def test_bad_index_settings_are_said_as_a_specs_and_name_the_setting(tmp_path, base, given, field, message):
+    """Said "bad index settings: Input should be a valid number, unable to parse string as a number", pydantic's
+    words, where a spec's index_settings are told what the value must be and the value given."""
+    from flows.ingestion.errors import IngestError
+    from flows.ingestion.plan import index_settings
+
+    with pytest.raises(IngestError) as caught:
+        index_settings(tmp_path / "new", given, base)
+    assert caught.value.field == field and caught.value.message.startswith(message), str(caught.value)
+    assert "Input should" not in caught.value.message and "bad index settings" not in caught.value.message
+
+
 def test_cli_refusals_name_the_options_as_typed(tmp_path, corpus30, capsys):
     from flows.commands import main
 
