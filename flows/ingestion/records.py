@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import pyarrow as pa
 
@@ -273,32 +273,40 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
             yield from flush()
 
 
-def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
-    """Line ``line`` (1-based) of a JSONL source file, or the CSV row that begins on it, read again for
-    ``--retry-failed``."""
+def read_line_records(op: Source, path: str, lines: Collection[int]) -> dict[int, pa.Table | Failure]:
+    """Each of ``lines`` (1-based) of a JSONL source file, or the CSV row that begins on it, read again for
+    ``--retry-failed``: in one pass over the file, which stops once each line is read (a retry of many lines
+    of a big file reads it once)."""
     if op.name == "sources.csv":
-        got = op.read_row(path, line)
-        return _bad_row(got) if isinstance(got, BadRow) else got
+        return {line: _bad_row(got) if isinstance(got, BadRow) else got
+                for line, got in op.read_rows_at(path, lines).items()}
     plan = _jsonl_plan(op)
     if plan is None:
-        raise IngestError(f"cannot re-read {path}:{line}: the read step '{op.name}' is not a JSONL or CSV source",
-                          step=op.step_id, op=op.name)
+        raise IngestError(f"cannot re-read {path}:{min(lines)}: the read step '{op.name}' is not a JSONL or CSV "
+                          "source", step=op.step_id, op=op.name)
     _, params, text_field = plan
     mapper = DocumentMapper(params, op=op)
     encoding = getattr(op.params, "encoding", None)
+    decode = line_decoder(path, encoding, op)
+    wanted, got, first = set(lines), {}, None
     try:
         for _, index, raw in iter_lines(FileRange(path)):
-            if index + 1 == line:
-                record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field,
-                                       line_decoder(path, encoding, op))
-                if error is not None:
-                    return Failure.of_line(path, line, raw, error)
-                has_title, extras = mapper.record_columns(first_record(path, encoding, op), record)
-                return mapper.from_records([record], has_title=has_title, extras=extras)
+            if index + 1 not in wanted:
+                continue
+            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field, decode)
+            if error is not None:
+                got[index + 1] = Failure.of_line(path, index + 1, raw, error)
+            else:
+                first = first_record(path, encoding, op) if first is None else first
+                has_title, extras = mapper.record_columns(first, record)
+                got[index + 1] = mapper.from_records([record], has_title=has_title, extras=extras)
+            if len(got) == len(wanted):
+                return got
     except (OSError, EOFError, zlib.error) as err:
-        return Failure.of_line(path, line, b"", f"cannot read the file up to line {line} ({type(err).__name__}: "
-                               f"{err})")
-    return Failure.of_line(path, line, b"", f"the file has fewer than {line} lines now")
+        return {**got, **{line: Failure.of_line(path, line, b"", f"cannot read the file up to line {line} "
+                                                f"({type(err).__name__}: {err})") for line in wanted - got.keys()}}
+    return {**got, **{line: Failure.of_line(path, line, b"", f"the file has fewer than {line} lines now")
+                      for line in wanted - got.keys()}}
 
 
 def _skipped_lines(skip: frozenset[str], where: str) -> set[int]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 from flows.ingestion.embedder import Embedder
 from flows.ingestion.errors import IngestError, read_staging_json
 from flows.ingestion.ledger import Failure, absolute
-from flows.ingestion.records import _jsonl_plan, read_line_record, read_whole
+from flows.ingestion.records import _jsonl_plan, read_line_records, read_whole
 from flows.ingestion.shards import ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR
 from flows.ingestion.unrecorded import source_key_of
@@ -70,13 +70,14 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
                           "embed": embed})
     found: list[tuple[Failure, pa.Table]] = []
     again: list[Failure] = []
-    read = None
+    read = _source_of(run, staging) if any(f.stage == "read" and f.path for f in failures) else None
+    paths = {f.id: locate(f.path, read) for f in failures if f.stage == "read" and f.path}
+    lines = _read_lines(read, [(paths[f.id], f.line) for f in failures if f.id in paths and f.line])
     for failure in failures:
-        if failure.stage == "read" and failure.path:
-            read = read or _source_of(run, staging)
-            path = locate(failure.path, read)
+        if failure.id in paths:
+            path = paths[failure.id]
             if failure.line:
-                got = read_line_record(read, path, failure.line)
+                got = lines[path, failure.line]
                 if isinstance(got, Failure):
                     again.append(got)
                 else:
@@ -98,6 +99,15 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
         rows, embedded, _ = Embedder(job, run.tracker.embedded)(rows)
     run._commit(write(job, run.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
                       started=started))
+
+
+def _read_lines(op: Source | None, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], pa.Table | Failure]:
+    """The failed lines (file, line) read again, each file once however many of its lines failed."""
+    by_file: dict[str, list[int]] = {}
+    for path, line in wanted:
+        by_file.setdefault(path, []).append(line)
+    return {(path, line): got for path, lines in by_file.items()
+            for line, got in read_line_records(op, path, lines).items()}
 
 
 def _unique(run: Run, found: list[tuple[Failure, pa.Table]], again: list[Failure]) -> list[pa.Table]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 import pyarrow as pa
 from pydantic import Field
@@ -12,7 +12,7 @@ from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, Located, rebatch
-from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_row
+from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_rows_at
 from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
 
@@ -99,7 +99,14 @@ class CsvSource(Source):
 
     def read_row(self, path: str, line: int) -> pa.Table | BadRow:
         """The row of ``path`` that begins on ``line``, read again (``--retry-failed``), or why it is still bad."""
-        got = read_row(path, line, self._format(), self)
+        return self.read_rows_at(path, [line])[line]
+
+    def read_rows_at(self, path: str, lines: Collection[int]) -> dict[int, pa.Table | BadRow]:
+        """``read_row`` of each of ``lines``, in one pass over the file."""
+        return {line: self._row_document(path, line, got)
+                for line, got in read_rows_at(path, lines, self._format(), self).items()}
+
+    def _row_document(self, path: str, line: int, got: pa.Table | BadRow) -> pa.Table | BadRow:
         if isinstance(got, BadRow):
             return got
         try:

@@ -20,7 +20,7 @@ import re
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -42,12 +42,14 @@ LINE = "__line"
 
 @dataclass(frozen=True)
 class BadRow:
-    """A record of ``path`` that is not a document: its first line (None: the whole file), its bytes, why."""
+    """A record of ``path`` that is not a document: its first line (None: the whole file), its bytes, why;
+    ``broken``: the file cannot be read from this line on."""
 
     path: str
     line: int | None
     raw: bytes
     reason: str
+    broken: bool = False
 
     def message(self) -> str:
         return f"{self.path}{'' if self.line is None else f', line {self.line}'}: {self.reason}"
@@ -151,13 +153,14 @@ def _records(path: str, fmt: CsvFormat, op: Any) -> Iterator[_Record]:
 
 
 def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int] = frozenset(),
-              only: int | None = None, op: Any = None) -> Iterator[pa.Table | BadRow]:
+              only: Collection[int] | None = None, op: Any = None) -> Iterator[pa.Table | BadRow]:
     """The file's good records as pyarrow tables of at most ``batch_rows`` rows (with a ``__line`` column: each
     record's first line) and its bad ones as ``BadRow``s, in file order. A file that cannot be opened, or has no
     readable header, is one ``BadRow`` of no line. ``skip``: lines whose records are bad rows whatever they hold
-    (recorded as such by a finished shard). ``only``: read just the record that begins on this line. ``op``: the
-    source reading it, which then guesses a file's encoding once and keeps how it read it (``encoding.read_as``)."""
-    parser = _Parser(fmt)
+    (recorded as such by a finished shard). ``only``: read just the records that begin on these lines, each on its
+    own (its values' types inferred from it alone). ``op``: the source reading it, which then guesses a file's
+    encoding once and keeps how it read it (``encoding.read_as``)."""
+    parser = _Parser(fmt, fix_types=only is None)
     try:
         if fmt.encoding is None and (why := line_reader_refuses(file_head(path)[:1024])) is not None:
             yield BadRow(path, None, b"", why)  # every line would be a bad row, and the header a column of NULs
@@ -179,9 +182,9 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
             if rec.broken:
                 yield from parser.flush(path)
                 yield BadRow(path, rec.line, b"", f"cannot read the file from line {rec.line} on ({rec.problem}); "
-                             "the lines before it are read")
+                             "the lines before it are read", broken=True)
                 return
-            if (rec.fields == [] and rec.problem is None) or (only is not None and rec.line != only):
+            if (rec.fields == [] and rec.problem is None) or (only is not None and rec.line not in only):
                 continue  # a blank line is no record
             problem = rec.problem
             if problem is None and len(rec.fields) != len(parser.header.fields):
@@ -211,19 +214,26 @@ def _repeated_column(names: list[str]) -> str | None:
     return None
 
 
-def read_row(path: str, line: int, fmt: CsvFormat, op: Any = None) -> pa.Table | BadRow:
-    """The record whose first line is ``line`` (with a ``__line`` column), read again for ``--retry-failed``, or
-    why it is still bad; its values' types are inferred from it alone."""
-    for item in iter_rows(path, fmt, batch_rows=1, only=line, op=op):
-        return item  # that record, or why it (or the file up to it) cannot be read
-    return BadRow(path, line, b"", f"no record of the file begins on line {line} now")
+def read_rows_at(path: str, lines: Collection[int], fmt: CsvFormat, op: Any = None) -> dict[int, pa.Table | BadRow]:
+    """For each of ``lines``, the record whose first line it is (with a ``__line`` column), read again for
+    ``--retry-failed``, or why it is still bad; its values' types are inferred from it alone. One pass over the
+    file, which stops once each line is read (a retry of many rows of a big file reads it once)."""
+    wanted, got = set(lines), {}
+    for item in iter_rows(path, fmt, batch_rows=1, only=wanted, op=op):
+        if isinstance(item, BadRow) and (item.line is None or item.broken):  # the file, or its rest, is unreadable
+            return {**got, **{line: item for line in wanted - got.keys()}}
+        got[item.line if isinstance(item, BadRow) else item.column(LINE)[0].as_py()] = item
+        if len(got) == len(wanted):
+            break
+    return {**got, **{line: BadRow(path, line, b"", f"no record of the file begins on line {line} now")
+                      for line in wanted - got.keys()}}
 
 
 class _Parser:
     """Good records gathered, then parsed by pyarrow with the header before them."""
 
-    def __init__(self, fmt: CsvFormat):
-        self.fmt = fmt
+    def __init__(self, fmt: CsvFormat, fix_types: bool = True):
+        self.fmt, self.fix_types = fmt, fix_types
         self.header: _Record | None = None
         self.rows: list[_Record] = []
         self.size = 0
@@ -285,6 +295,8 @@ class _Parser:
 
     def _fix_types(self, table: pa.Table) -> None:
         """Later batches get the types of the first rows (a column all empty so far is not fixed yet)."""
+        if not self.fix_types:
+            return
         for field in table.schema:
             if field.name != LINE and field.name not in self.types and not pa.types.is_null(field.type):
                 self.types[field.name] = field.type

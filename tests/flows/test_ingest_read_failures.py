@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import os
 import json
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -253,3 +255,50 @@ def test_utf16_jsonl_and_csv_are_one_failure_of_the_file_saying_to_convert_and_a
     assert _ingest(text, tmp_path / "idx").docs == 1
     texts = Index.open(tmp_path / "idx").columns(["doc_id", "text"])[1].to_pydict()["text"]
     assert sorted(texts) == ["Papaya grows in the tropics", "plain banana", "plain kiwi"]
+
+
+
+_OPENED: list[str] = []  # the files opened while a test counts them (an audit hook cannot be removed once added)
+
+
+def _count_opens(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_count_opens)
+
+
+def _opens(call) -> tuple[object, Counter]:
+    """``call()``, and how many times it opened each file."""
+    _OPENED[:] = ["counting"]
+    try:
+        result = call()
+    finally:
+        opened, _OPENED[:] = _OPENED[1:], []
+    return result, Counter(str(Path(path)) for path in opened)
+
+
+def test_a_retry_reads_a_file_once_for_all_its_failed_lines_and_makes_the_same_documents(tmp_path):
+    """A retry read a source file from its start once for each failed line (and again for the columns of a JSONL
+    file's first record): K failed rows of a big file were K passes over it. A file's failed lines are read in
+    one pass, into the documents they made one by one."""
+    jsonl, csv = tmp_path / "docs.jsonl", tmp_path / "docs.csv"
+    good = [json.dumps({"_id": f"j{i}", "title": "T", "text": f"line {i}"}) for i in range(7)]
+    jsonl.write_text("\n".join(good[:1] + ["not json", good[2], '{"_id": "j3"}', "[1]", good[5], "{"]) + "\n")
+    csv.write_text(HEADER + "c1,T,first\nc2,T,one,two\nc3,T,third\nc4,T,x,y\nc5,T,\"never closed\n")
+    for source in (jsonl, csv):
+        _ingest(source, tmp_path / "idx")
+    assert sorted(_open(tmp_path / "idx")) == ["docs.csv:3", "docs.csv:5", "docs.csv:6", "docs.jsonl:2",
+                                               "docs.jsonl:4", "docs.jsonl:5", "docs.jsonl:7"]
+    jsonl.write_text("\n".join(good[:4] + ["[1]"] + good[5:]) + "\n")  # fixed, all but line 5
+    csv.write_text(HEADER + 'c1,T,first\nc2,T,"one,two"\nc3,T,third\nc4,T,"x,y"\nc5,T,"closed"\n')
+    retried, opens = _opens(lambda: _ingest(None, tmp_path / "idx", retry_failed=True))
+    # one pass over each file (a CSV file's first bytes read for its encoding; a JSONL file's first record for its
+    # columns); it was that for each failed line
+    assert (opens[str(jsonl)], opens[str(csv)]) == (2, 2)
+    assert (retried.resolved, retried.open_failures) == (6, 1) and list(_open(tmp_path / "idx")) == ["docs.jsonl:5"]
+    stored = Index.open(tmp_path / "idx").columns(["doc_id", "title", "text"])[1].to_pylist()
+    assert sorted(tuple(d.values()) for d in stored) == [
+        *[(f"c{i}", "T", t) for i, t in enumerate(["first", "one,two", "third", "x,y", "closed"], 1)],
+        *[(f"j{i}", "T", f"line {i}") for i in (0, 1, 2, 3, 5, 6)]]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
@@ -91,6 +94,10 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
     assert op.read_row(str(path), 9).to_pylist() == [{"docno": "r6", "text": "swallowed", "n": 6}]
     assert op.read_row(str(path), 6).reason.startswith("not valid UTF-8 (byte 0xff at byte 8 of line 6)")
     assert op.read_row(str(path), 3).reason == "no record of the file begins on line 3 now"
+    at = op.read_rows_at(str(path), [9, 6, 3, 2])  # one pass, each row as read alone
+    assert {line: got.to_pylist() if isinstance(got, pa.Table) else got for line, got in at.items()} == {
+        line: got.to_pylist() if isinstance(got, pa.Table) else got
+        for line, got in ((line, op.read_row(str(path), line)) for line in (9, 6, 3, 2))}
     with pytest.raises(SourceError, match=r"docs.csv, line 4: not valid CSV"):
         op(pa.table({}))
     stray = tmp_path / "stray.csv"  # q1's stray quote is closed by q2's: q2 is read again from its own line
@@ -131,3 +138,26 @@ def test_quotes_read_as_text_with_quote_char_null(tmp_path):
     op = create("sources.csv", {"path": str(path), "delimiter": "\t", "id_field": "id", "quote_char": None})
     assert op(pa.table({})).column("text").to_pylist() == ['"Hello" he said', 'a 5" screen', '"never closed', "last"]
     assert op.read_row(str(path), 4).column("text").to_pylist() == ['"never closed']
+
+
+def test_rows_read_again_together_keep_the_types_each_has_alone(tmp_path):
+    """A retry reads a file's failed rows in one pass: each row's values are typed from it alone, as when each was
+    read by itself (not by the rows before it, which would make a later row's value not fit), and a file that
+    breaks is the reason of each row not read before it."""
+    path = tmp_path / "mixed.csv"
+    path.write_text('_id,text,n\na,one,7\nb,two,x\n')
+    op = create("sources.csv", {"path": str(path)})
+    got = op.read_rows_at(str(path), [3, 2, 9])
+    assert got[2].to_pylist() == [{"docno": "a", "text": "one", "n": 7}]
+    assert got[3].to_pylist() == [{"docno": "b", "text": "two", "n": "x"}]
+    assert got[9].reason == "no record of the file begins on line 9 now"
+    cut = tmp_path / "cut.csv.gz"  # a gzip cut short: the rows after where it breaks are not read
+    rows = "".join(f"r{i},{hashlib.sha256(bytes(i)).hexdigest()}\n" for i in range(4000))
+    whole = gzip.compress(f"_id,text\n{rows}".encode())
+    cut.write_bytes(whole[:len(whole) // 2])
+    alone = {line: op.read_row(str(cut), line) for line in (2, 500, 3000, 3900)}
+    assert alone[500].to_pylist()[0]["docno"] == "r498" and alone[3900] == alone[3000]
+    assert alone[3000].reason.startswith("cannot read the file from line")
+    got = op.read_rows_at(str(cut), [3900, 500, 3000, 2])
+    assert {line: g.to_pylist() if isinstance(g, pa.Table) else g for line, g in got.items()} == {
+        line: g.to_pylist() if isinstance(g, pa.Table) else g for line, g in alone.items()}
