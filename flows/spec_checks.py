@@ -310,21 +310,12 @@ def index_settings_problem(value: dict[str, Any] | None, *, yaml: bool = True) -
     says a problem of settings merged from a spec and a caller in the same words (``flows.ingestion.plan``)."""
     if not value:
         return None
-    from pydantic import ValidationError
-
     from flows.spec_errors import SettingProblem, yaml_bool_hint
-    from operators.errors import unknown_name_hint, user_field, value_problem
-    from operators.store.settings import IndexSettings
+    from operators.store.settings import settings_problem
 
-    if unknown := [key for key in value if key not in IndexSettings.model_fields]:
-        return SettingProblem(f"unknown index setting '{unknown[0]}'"
-                              f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}", unknown[0])
-    try:
-        IndexSettings.model_validate(value)
-    except ValidationError as err:
-        errors = err.errors()
-        message = value_problem(errors[0], errors)
-        if yaml and isinstance(errors[0].get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
-            message = yaml_bool_hint(message)
-        return SettingProblem(message, user_field(errors[0], errors) or None)
-    return None
+    if (problem := settings_problem(value)) is None:
+        return None
+    message = problem.message
+    if yaml and isinstance(problem.given, bool):
+        message = yaml_bool_hint(message)  # stopwords: no (Norwegian) is YAML's False
+    return SettingProblem(message, problem.key)

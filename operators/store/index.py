@@ -28,7 +28,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pydantic import ValidationError
 
 from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
 from operators.store.disk import refused_by_disk
@@ -37,7 +36,7 @@ from operators.store.errors import (IndexCorruptError, IndexExistsError, IndexSt
                                     listed_ids, settings_mismatch)
 from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
                                     read_manifest, resolve_index, write_manifest)
-from operators.store.settings import IndexSettings, Manifest, ShardInfo
+from operators.store.settings import IndexSettings, Manifest, ShardInfo, settings_problem
 from operators.store.snapshot import Hits, Snapshot
 from operators.tables import concat, select_or_null
 
@@ -75,13 +74,10 @@ class Index:
         """A new empty index at ``path``; an index with the same settings there is opened instead. Refused where
         it would fail or harm (``layout.check_new_index_path``: a file, a folder whose manifest is lost...)."""
         path = expand_user(path)
-        try:
-            settings = IndexSettings.model_validate(settings or {}) if not isinstance(settings, IndexSettings) \
-                else settings
-        except ValidationError as err:
-            first = err.errors()[0]
-            raise IndexStoreError(f"bad index settings: {first['msg']}",
-                                  field=".".join(map(str, first["loc"])) or None) from None
+        if not isinstance(settings, IndexSettings):  # a problem said as a spec's index_settings' is, naming the key
+            if (problem := settings_problem(settings or {})) is not None:
+                raise IndexStoreError(problem.message, field=problem.key)
+            settings = IndexSettings.model_validate(settings or {})
         check_new_index_path(path)
         with refused_by_disk(path, "creating it"):
             return cls._create(path, settings)

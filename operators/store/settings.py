@@ -7,9 +7,11 @@ workers (``write_shard``) to the driver (``commit``), so it is small and picklab
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from operators.errors import unknown_name_hint, user_field, value_problem
 
 DenseType = Literal["flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"]
 BM25Method = Literal["robertson", "lucene", "atire", "bm25l", "bm25+"]
@@ -196,3 +198,28 @@ class Manifest(BaseModel):
         chunks = sum(s.n_chunks for s in self.shards)
         dead = sum(len(rows) for rows in self.tombstones.values())
         return {"shards": len(self.shards), "chunks": chunks, "tombstones": dead, "live_chunks": chunks - dead}
+
+
+class SettingsProblem(NamedTuple):
+    """The first problem of index settings in the words a param's error uses (``operators.errors.value_problem``:
+    what the value must be and the value given; an unknown key with the close names), not pydantic's "Input should
+    be a valid number". ``key``: the setting (dotted), None for a check of the whole; ``given``: the value given."""
+
+    message: str
+    key: str | None
+    given: Any = None
+
+
+def settings_problem(value: Any) -> SettingsProblem | None:
+    """The first ``SettingsProblem`` of ``value`` read as ``IndexSettings``, or None: said alike by the store
+    (``Index.create``), a spec's ``index_settings`` and an ingestion's settings (``flows.spec_checks``)."""
+    if isinstance(value, Mapping) and (unknown := [key for key in value if key not in IndexSettings.model_fields]):
+        return SettingsProblem(f"unknown index setting '{unknown[0]}'"
+                               f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}", unknown[0])
+    try:
+        IndexSettings.model_validate(value)
+    except ValidationError as err:
+        errors = err.errors()
+        return SettingsProblem(value_problem(errors[0], errors), user_field(errors[0], errors) or None,
+                               errors[0].get("input"))
+    return None

@@ -283,6 +283,25 @@ def test_index_info_of_a_dot_slash_path_reads_that_index_and_not_the_homes(tmp_p
     assert '"unfinished_ingestions": []' in capsys.readouterr().out
 
 
+def test_create_with_bad_settings_names_the_setting_as_a_spec_does(tmp_path):
+    """Index.create said pydantic's "bad index settings: Input should be a valid number, unable to parse string as a
+    number" where a spec's index_settings and an ingestion's settings say what the value must be and the value given
+    (``settings_problem``, shared with ``flows.spec_checks``), naming the setting; nothing is created."""
+    from flows.spec_checks import index_settings_problem
+
+    for bad, key, said in [({"k1": "abc"}, "k1", "must be a number (got 'abc')"),
+                           ({"dense_typ": "hnsw"}, "dense_typ", "unknown index setting 'dense_typ'; did you mean "
+                                                                "'dense_type'?"),
+                           ({"dense": False, "bm25": False}, None, "an index needs dense or bm25")]:
+        with pytest.raises(IndexStoreError) as refused:
+            Index.create(tmp_path / "idx", bad)
+        assert (refused.value.field, refused.value.message.startswith(said)) == (key, True), refused.value.message
+        spec = index_settings_problem(bad, yaml=False)
+        assert (str(spec), spec.key) == (refused.value.message, key)
+        assert "Input should" not in refused.value.message and "bad index settings" not in refused.value.message
+    assert not (tmp_path / "idx").exists()
+
+
 def test_settings_reject_unknown_dense_options():
     with pytest.raises(ValueError, match="nlits"):
         IndexSettings(dense_options={"nlits": 4})
