@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -70,34 +71,137 @@ def continuation_prefix(reference: str) -> str | None:
 def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continuation: str | None = None):
     """(text index, chunk index, chunk text, piece ids) for every chunk of ``texts``; a text without pieces is one
     empty chunk, a text that fits is one chunk, stripped of the spaces at its ends. Every text is tokenized once,
-    with offsets, and only the longer texts' offsets are read: with offsets a tokenizing costs what counting alone
-    does, and counting every text first, then the longer ones again for their offsets, cost a third more. A text
-    of at most ``size`` pieces and ``size * PART_CHARS`` characters fits whatever its pieces' lengths.
+    with offsets (``_encoded``), and only the longer texts' offsets are read: with offsets a tokenizing costs what
+    counting alone does, and counting every text first, then the longer ones again for their offsets, cost a third
+    more. A text of at most ``size`` pieces and ``size * PART_CHARS`` characters fits whatever its pieces' lengths.
 
     With ``continuation`` (``continuation_prefix``), each chunk's piece ids come too, as the tokenizer gives them for
     the chunk's text (an encoder with the same tokenizer need not tokenize it again); None for a chunk that begins or
     ends inside a word (a word longer than a chunk, or a piece cut into parts), whose pieces its own text would not
-    give. Else they are None."""
+    give. Else they are None. A long text's are int32 arrays (views of its pieces': a list of Python ints took 40
+    bytes a piece), a short one's a list."""
     text_of, index, chunks, ids = [], [], [], []
-    for t, (text, encoding) in enumerate(zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False))):
-        wins = None
-        if len(encoding) and (len(encoding) > size or len(text) > size * PART_CHARS):
-            spans, origin = _cut_long(np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2))
+    continues = _ContinuationIds(tokenizer, continuation)
+    for t, (text, encoding) in enumerate(zip(texts, _encoded(texts, tokenizer, continues))):
+        wins, n = None, len(encoding)
+        if n and (n > size or len(text) > size * PART_CHARS):
+            encoding = encoding if isinstance(encoding, _Pieces) else _Pieces.of(encoding, 0, continues)
+            spans, origin = _cut_long(encoding.offsets)
             wins = _windows(spans, size, overlap, np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1)
-        if wins is None or (len(wins) == 1 and len(encoding) <= size):
-            text_of.append(t), index.append(0), chunks.append(text.strip() if len(encoding) else "")
+        if wins is None or (len(wins) == 1 and n <= size):
+            text_of.append(t), index.append(0), chunks.append(text.strip() if n else "")
             ids.append(encoding.ids if continuation else None)
             continue
-        pieces, tokens = (encoding.ids, encoding.tokens) if continuation else (None, None)
         for i, (first, stop) in enumerate(wins):
             text_of.append(t), index.append(i), chunks.append(text[spans[first, 0]: spans[stop - 1, 1]])
             whole = continuation and (first == 0 or origin[first - 1] != origin[first]) and (
                 stop == len(origin) or origin[stop] != origin[stop - 1])  # not inside a piece cut into parts
             begin, end = int(origin[first]), int(origin[stop - 1]) + 1
-            whole = whole and not tokens[begin].startswith(continuation) and (
-                end == len(tokens) or not tokens[end].startswith(continuation))
-            ids.append(pieces[begin:end] if whole else None)
+            whole = whole and not encoding.continues[begin] and (end == n or not encoding.continues[end])
+            ids.append(encoding.ids[begin:end] if whole else None)
     return text_of, index, chunks, ids
+
+
+#: A text of more than ``SLICE_CHARS`` characters is tokenized in slices of about that many, and texts are given to
+#: the tokenizer ``BATCH_CHARS`` characters at a time: the Rust tokenizer holds some 150 bytes a character while it
+#: encodes and an ``Encoding`` some 400 bytes a piece, so one text of 8 MB tokenized whole took 1.2 GB. A long text
+#: keeps only its pieces' ids, offsets and continuation flags (about 21 bytes a piece).
+SLICE_CHARS, BATCH_CHARS = 1 << 16, 1 << 19
+#: Where a slice may end: at a single space between two non-spaces, the next slice beginning with that space. The
+#: pieces are those of the whole text for a tokenizer that splits at spaces (BERT's WordPiece) and for those that
+#: keep a space on the word after it (byte-level BPE, SentencePiece's Metaspace), even one that merges runs of
+#: spaces. The first such space after ``SLICE_CHARS`` ends a slice, else the last one before (a text's end); a
+#: stretch of twice ``SLICE_CHARS`` without one (one word longer than any chunk, to be cut between its pieces
+#: anyway) is cut where the slice would end.
+_SLICE_END = re.compile(r"(?<=\S) (?=\S)")
+
+
+class _Pieces:
+    """A long text's pieces as arrays, gathered from its slices' encodings, which are then let go."""
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray, continues: np.ndarray | None):
+        self.ids, self.offsets, self.continues = ids, offsets, continues
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def of(cls, encoding, start: int, continues: _ContinuationIds) -> _Pieces:
+        ids = np.asarray(encoding.ids, dtype=np.int32)
+        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2) + start
+        return cls(ids, offsets, continues(ids))
+
+    @classmethod
+    def join(cls, parts: list[_Pieces]) -> _Pieces:
+        flags = [p.continues for p in parts]
+        return cls(np.concatenate([p.ids for p in parts]), np.concatenate([p.offsets for p in parts]),
+                   None if flags[0] is None else np.concatenate(flags))
+
+
+class _ContinuationIds:
+    """Which piece ids continue a word (their token begins with ``prefix``), by a table over the vocabulary built
+    when first asked: a long text's token strings, a Python string a piece, are not kept."""
+
+    def __init__(self, tokenizer, prefix: str | None):
+        self.tokenizer, self.prefix, self.table = tokenizer, prefix, None
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray | None:
+        if self.prefix is None:
+            return None
+        if self.table is None:
+            vocab = self.tokenizer.get_vocab(with_added_tokens=True)
+            self.table = np.zeros(max(vocab.values(), default=0) + 1, bool)
+            self.table[[i for token, i in vocab.items() if token.startswith(self.prefix)]] = True
+        return self.table[ids]
+
+
+def _slices(text: str) -> list[tuple[int, int]]:
+    """[start, stop) of the slices ``text`` is tokenized in (``_SLICE_END``): one for a text of up to
+    ``SLICE_CHARS``."""
+    starts = [0]
+    while len(text) - starts[-1] > SLICE_CHARS:
+        starts.append(_slice_end(text, starts[-1]))
+    return list(zip(starts, [*starts[1:], len(text)]))
+
+
+def _slice_end(text: str, start: int) -> int:
+    edge = start + SLICE_CHARS
+    found = _SLICE_END.search(text, edge, edge + SLICE_CHARS)
+    if found:
+        return found.start()
+    space = text.rfind(" ", start + 1, edge)
+    while space > start and (text[space - 1].isspace() or text[space + 1].isspace()):
+        space = text.rfind(" ", start + 1, space)
+    return space if space > start else edge
+
+
+def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
+    """Each text's encoding, in order: an ``Encoding`` for a text of one slice, ``_Pieces`` for a longer one. At
+    most ``BATCH_CHARS`` characters (or one slice) are in the tokenizer at once."""
+    batch, size, parts = [], 0, []
+
+    def flush():
+        encodings = tokenizer.encode_batch([texts[t][a:b] for t, a, b, _ in batch], add_special_tokens=False)
+        for (t, a, b, last), encoding in zip(batch, encodings):
+            if a == 0 and last:
+                yield encoding
+                continue
+            parts.append(_Pieces.of(encoding, a, continues))
+            if last:
+                yield _Pieces.join(parts)
+                parts.clear()
+        batch.clear()
+
+    for t, text in enumerate(texts):
+        cuts = _slices(text)
+        for i, (a, b) in enumerate(cuts):
+            if batch and size + b - a > BATCH_CHARS:
+                yield from flush()
+                size = 0
+            batch.append((t, a, b, i == len(cuts) - 1))
+            size += b - a
+    if batch:
+        yield from flush()
 
 
 def _cut_long(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

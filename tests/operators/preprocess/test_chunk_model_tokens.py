@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.errors import ParamsError
+from operators.preprocess import _model_windows
 from operators.preprocess._model_windows import model_tokenizer
 from operators.registry import create
 from operators.testing import sample_documents
@@ -184,3 +185,70 @@ def test_a_tokenizer_folder_with_another_vocabulary_misses_the_cache(tmp_path):
     (folder / "tokenizer.json").write_text(json.dumps(original))
     split, hits = chunks()
     assert hits == 0 and len(split) > len(whole)  # computed with the new vocabulary: more pieces, more chunks
+
+
+class _Recording:
+    """The model's tokenizer, noting the length of every text it is given (to see how much it holds at once)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.batches = tokenizer, []
+
+    def encode_batch(self, texts, **kwargs):
+        self.batches.append([len(text) for text in texts])
+        return self.tokenizer.encode_batch(texts, **kwargs)
+
+    def get_vocab(self, **kwargs):
+        return self.tokenizer.get_vocab(**kwargs)
+
+
+def whole_text_windows(texts, size, overlap, monkeypatch):
+    """``piece_windows`` with every text tokenized whole, in one batch: what the chunker did before slicing."""
+    with monkeypatch.context() as whole:
+        whole.setattr(_model_windows, "SLICE_CHARS", 10**12)
+        whole.setattr(_model_windows, "BATCH_CHARS", 10**12)
+        return windows(texts, model_tokenizer(MODEL), size, overlap)
+
+
+def windows(texts, tokenizer, size, overlap):
+    """``piece_windows`` with the piece ids of each chunk as a list (an array for a long text's)."""
+    text_of, index, chunks, ids = _model_windows.piece_windows(texts, tokenizer, size, overlap, "##")
+    return text_of, index, chunks, [None if i is None else list(map(int, i)) for i in ids]
+
+
+def test_a_long_document_is_tokenized_in_bounded_slices_into_the_same_chunks(monkeypatch):
+    """A document of megabytes (a book, a log) tokenized whole held some 150 bytes a character in the Rust tokenizer
+    (8 MB: 1.2 GB): the tokenizer now gets slices of about ``SLICE_CHARS``, at most ``BATCH_CHARS`` at a time, and
+    the chunks and their piece ids are those of the whole text."""
+    texts = sample_documents(200).column("text").to_pylist()
+    long_text = "\n".join(texts * 6)  # 590,000 characters: nine slices, more than a batch
+    assert len(long_text) > _model_windows.BATCH_CHARS > 3 * _model_windows.SLICE_CHARS
+    batch = [texts[0], long_text, texts[1]]
+    recording = _Recording(model_tokenizer(MODEL))
+    got = windows(batch, recording, 200, 32)
+    assert max(max(lengths) for lengths in recording.batches) <= 2 * _model_windows.SLICE_CHARS
+    assert max(sum(lengths) for lengths in recording.batches) <= _model_windows.BATCH_CHARS
+    assert got == whole_text_windows(batch, 200, 32, monkeypatch)
+    assert got[0].count(1) > 100 and sum(ids is not None for ids in got[3]) > 100
+
+
+def test_slices_cut_inside_words_and_runs_of_spaces_give_the_whole_texts_pieces(monkeypatch):
+    """Where a slice's nominal end falls inside a word or inside a run of spaces, it moves to the next single space
+    between two words: the pieces (ids and offsets) are those of the text tokenized whole, and so are the chunks."""
+    words = ["unbelievably", "naïve", "東京", "tokenization,", "(bees)", "x", "co-operate", "Гражда́нская"]
+    gaps = [" ", "  ", " ", "\n\n", " ", " \t ", "   "]
+    text = "".join(words[i % len(words)] + gaps[i % len(gaps)] for i in range(300))
+    tokenizer, ends = model_tokenizer(MODEL), []
+    whole = tokenizer.encode(text, add_special_tokens=False)
+    expected = whole_text_windows([text], 24, 6, monkeypatch)
+    for slice_chars in (40, 53, 64, 97):
+        monkeypatch.setattr(_model_windows, "SLICE_CHARS", slice_chars)
+        monkeypatch.setattr(_model_windows, "BATCH_CHARS", 3 * slice_chars)
+        ends += [start + slice_chars for start, _ in _model_windows._slices(text)[:-1]]
+        continues = _model_windows._ContinuationIds(tokenizer, "##")
+        sliced = next(iter(_model_windows._encoded([text], tokenizer, continues)))
+        assert sliced.ids.tolist() == whole.ids and sliced.offsets.tolist() == [list(o) for o in whole.offsets]
+        assert sliced.continues.tolist() == [token.startswith("##") for token in whole.tokens]
+        assert windows([text], tokenizer, 24, 6) == expected
+    assert len(expected[0]) > 10
+    assert any(text[end - 1].isalpha() and text[end].isalpha() for end in ends)  # a nominal end inside a word
+    assert any(text[end - 1].isspace() and text[end].isspace() for end in ends)  # inside a run of spaces
