@@ -104,6 +104,21 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
         raise TrainError(err.message, field=f"{where}.{err.field}" if where else err.field) from None
 
 
+def _index_root(index_dir: str | Path | None) -> Path:
+    """The folder mining's indices go to, refused before any work when it or a folder above it is a file:
+    ``--index-dir`` naming a file was an internal error (``FileExistsError``) once the training split was read."""
+    from flows.bench import indices
+
+    root = Path(index_dir).expanduser() if index_dir else indices.default_root()
+    blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        under = "" if blocking == root else f" (under {blocking}, a file)"
+        where = f"--index-dir {root}" if index_dir else f"the index folder {root}"
+        raise TrainError(f"{where} is not a folder{under}: give --index-dir a folder for mining's indices "
+                         "(made if missing)", field="index_dir")
+    return root
+
+
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
          synthetic: SyntheticParams | None = None, more: Sequence[tuple[LabelledSet, str]] = (),
@@ -121,12 +136,12 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     that corpus's own index; their examples carry ``"synthetic": True``. ``max_examples``: the examples the caller
     keeps (the judged first): pseudo-queries are mined only until they fill what the judged ones leave.
     """
-    from flows.bench import indices
     from flows.result import counted
     from flows.spec import FlowSpec
 
     params = params or MiningParams()
     started = time.perf_counter()
+    root = _index_root(index_dir)
     others = [(other, _other_corpus(other, number)) for number, other in enumerate(synthetic.corpora)] \
         if synthetic is not None else []  # a missing corpus or dataset fails before any mining
     _check_distinct(dataset, split, more)
@@ -137,7 +152,6 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
                     for data, where in zip(sets, ["", *(where for _, where in more)])]
                    + [(path, f"training.synthetic.corpora.{n}.corpus") for n, (_, path) in enumerate(others)], log)
     unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
-    root = Path(index_dir).expanduser() if index_dir else indices.default_root()
 
     def on_index(corpus: Path, corpus_sha256: str) -> tuple[Any, Any]:
         return _on_index(unindexed, corpus, corpus_sha256, root, log=log, progress=progress)

@@ -1,0 +1,31 @@
+"""``tessera train``'s refusals of its options and its recipe, said in one line naming what is wrong, before any
+mining; none needs a dataset's contents (what does: ``test_train_checks``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.train.errors import TrainError
+from flows.train.recipe import TrainOptions, train
+
+
+def _options(tmp_path: Path, **changes) -> TrainOptions:
+    dataset = tmp_path / "dataset"
+    dataset.mkdir(exist_ok=True)
+    values = {"dataset": dataset, "models": ["bi-encoder"], "max_steps": 1, "output": tmp_path / "models",
+              "index_dir": tmp_path / "indices", "progress": False, **changes}
+    return TrainOptions(**values)
+
+
+def test_an_index_dir_that_is_a_file_is_refused_naming_the_option_before_mining(tmp_path, monkeypatch):
+    """It was ``internal error: FileExistsError`` once mining began to build its index."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    taken = tmp_path / "taken"
+    taken.write_text("a file", encoding="utf-8")
+    for index_dir in (taken, taken / "deeper"):
+        lines: list[str] = []
+        with pytest.raises(TrainError, match=f"--index-dir {index_dir} is not a folder") as err:
+            train(_options(tmp_path, index_dir=index_dir), log=lines.append)
+        assert err.value.field == "index_dir" and lines == [], "it mined before refusing"
