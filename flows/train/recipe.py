@@ -209,10 +209,10 @@ def recipe_path(source: str | Path) -> Path:
 def load_recipe(source: str | Path):
     """(mining ``FlowSpec``, ``TrainingSection``) from a recipe file or built-in recipe name."""
     from flows.spec import FlowSpec
-    from flows.specfile import load_yaml
+    from flows.train.errors import read_recipe
 
     path = recipe_path(source)
-    data = load_yaml(path.read_text(encoding="utf-8"), origin=str(path))
+    data = read_recipe(path)
     section = data.pop(SECTION, None) or {}
     try:
         training = TrainingSection.model_validate(section)

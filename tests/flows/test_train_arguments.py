@@ -29,3 +29,19 @@ def test_an_index_dir_that_is_a_file_is_refused_naming_the_option_before_mining(
         with pytest.raises(TrainError, match=f"--index-dir {index_dir} is not a folder") as err:
             train(_options(tmp_path, index_dir=index_dir), log=lines.append)
         assert err.value.field == "index_dir" and lines == [], "it mined before refusing"
+
+
+@pytest.mark.parametrize("text, problem", [
+    (b"name: x\nsteps: {}\ntraining: {split: train, split: dev}\n", "the key 'split' is given twice in one mapping"),
+    (b"name: caf\xe9\nsteps: {}\n", "not a spec (the file is not UTF-8 text)"),
+])
+def test_a_recipe_whose_text_is_bad_is_an_error_of_spec_naming_the_file(tmp_path, text, problem):
+    """A key given twice was said as the option of that name (``field '--split'``); a file that is not UTF-8 text was
+    ``internal error: UnicodeDecodeError``."""
+    from flows.train.recipe import load_recipe
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_bytes(text)
+    with pytest.raises(TrainError) as err:
+        load_recipe(recipe)
+    assert err.value.field == "spec" and err.value.message.startswith(f"{recipe}: {problem}"), err.value.message
