@@ -118,6 +118,16 @@ def _gguf_beside(model: str, folder: Path) -> str:
     return f"{EMBEDDED_PROVIDER}/{folder / name}"
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's problem and where, on one line: its own text said ``in "<unicode string>", line 2, column 6`` and a
+    snippet with a caret, folded into the line, of a file it had just named."""
+    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(err).split())
+    tab = "; YAML indents with spaces, not tabs: replace the tab with spaces" if "'\\t'" in problem else ""
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1}){tab}"
+
+
 @functools.lru_cache(maxsize=32)
 def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAlias]:
     path = Path(file)
@@ -126,8 +136,10 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
     except UnicodeDecodeError as err:
         raise ModelConfigError(f"cannot read the models file {path}: it is not UTF-8 text (byte "
                                f"0x{err.object[err.start]:02x} at offset {err.start})") from None
-    except (OSError, yaml.YAMLError) as err:
-        raise ModelConfigError(f"cannot read the models file {path}: {err}") from None
+    except OSError as err:
+        raise ModelConfigError(f"cannot read the models file {path}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ModelConfigError(f"the models file {path} is not valid YAML: {_yaml_problem(err)}") from None
     except _BadKey as err:
         raise ModelConfigError(f"the models file {path} {err}") from None
     if not isinstance(data, dict):

@@ -160,3 +160,14 @@ def test_aliases_under_a_models_key_are_told_to_go_to_the_top_level(tmp_path, mo
     assert "without a `models:` key above them: remove that level (its entries: mine, other)" in refused.message
     models.write_text("models: {model: openai/x}\n")  # an alias that is named models stays one
     assert aliases()["models"].model == "openai/x"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("mine: openai/x\n  bad: indent\n", "mapping values are not allowed here (line 2, column 6)"),
+    ("mine:\n\tmodel: openai/x\n", "found character '\\t' that cannot start any token (line 2, column 1); YAML "
+     "indents with spaces, not tabs: replace the tab with spaces"),
+])
+def test_a_models_file_that_is_not_yaml_is_said_with_its_line_and_column(tmp_path, monkeypatch, text, problem):
+    """PyYAML's own text was passed on: ``in "<unicode string>", line 2, column 6`` and a snippet with its caret."""
+    models, err = refusal(tmp_path, monkeypatch, text)
+    assert err.message == f"the models file {models} is not valid YAML: {problem}"
