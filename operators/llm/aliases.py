@@ -10,6 +10,7 @@ Keys never live here: an entry names the environment variable that holds its key
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -157,6 +158,10 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
             raise ModelConfigError(f"the models file {path} has an empty alias name ({name!r}): give it a name")
         if isinstance(entry, str):
             entry = {"model": entry}
+        elif not isinstance(entry, dict):  # pydantic said "a valid dictionary or instance of ModelAlias"
+            given = "empty" if entry is None else json.dumps(entry, default=str)
+            raise ModelConfigError(f"the alias '{name}' in {path} is {given}: give a litellm model string "
+                                   "('provider/name') or a mapping with a `model`", field=name)
         try:
             alias = ModelAlias.model_validate(entry)
             out[name] = alias.model_copy(update={"model": _gguf_beside(alias.model, path.parent.absolute())}) \

@@ -171,3 +171,13 @@ def test_a_models_file_that_is_not_yaml_is_said_with_its_line_and_column(tmp_pat
     """PyYAML's own text was passed on: ``in "<unicode string>", line 2, column 6`` and a snippet with its caret."""
     models, err = refusal(tmp_path, monkeypatch, text)
     assert err.message == f"the models file {models} is not valid YAML: {problem}"
+
+
+@pytest.mark.parametrize(("entry", "given"), [("3", "3"), ("", "empty"), ("[a, b]", '["a", "b"]'), ("true", "true")])
+def test_an_alias_that_is_neither_a_model_string_nor_a_mapping_says_what_it_may_be(tmp_path, monkeypatch, entry,
+                                                                                  given):
+    """It was pydantic's "Input should be a valid dictionary or instance of ModelAlias": a class name, and not a word
+    of the string form the docs show first."""
+    models, err = refusal(tmp_path, monkeypatch, f"mine: {entry}\n")
+    assert err.message == (f"the alias 'mine' in {models} is {given}: give a litellm model string ('provider/name') "
+                           "or a mapping with a `model`") and err.field == "mine"
