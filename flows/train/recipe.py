@@ -34,7 +34,7 @@ from flows.train.examples import check_judged, counts, own_examples, warn_too_fe
 from flows.train.quiet import quiet_libraries
 from flows.train.mining import LabelledSet, MiningParams
 from flows.train.resume import RESUMABLE, EpochState, staging_folder
-from flows.train.static import StaticParams
+from flows.train.static import StaticParams, check_data_options
 from flows.train.synthetic import ModelKind, SyntheticParams
 from flows.train.trainers import colbert_trainer, run_trainer
 
@@ -311,9 +311,7 @@ def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
     if "colbert" in kinds:
         colbert_trainer()  # fail before mining when it is missing
     needs_data = [kind for kind in kinds if kind not in DATA_FREE_KINDS]
-    if needs_data and options.dataset is None:
-        raise TrainError(f"training {', '.join(needs_data)} needs --dataset: a BEIR folder with a training split",
-                         field="dataset")
+    check_data_options(needs_data, options)
     output = Path(options.output).expanduser() if options.output else models_dir()
     _check_bases(kinds, training, output, options.name_prefix)
     checkpoints.check_destination(output, [output / model_name(options.name_prefix, kind) for kind in kinds],

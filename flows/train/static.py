@@ -107,3 +107,22 @@ def _bar(module: Any, progress: bool) -> Iterator[None]:
         yield
     finally:
         module.tqdm = shown
+
+
+def check_data_options(needs_data: list[str], options: Any) -> None:
+    """The kinds trained on data need ``--dataset``; a run of only ``static`` refuses the options of training on data,
+    which it has none of: ``--model static --epochs 3 --dataset D`` distilled (or reused) the one model and said
+    nothing of them. ``options``: a ``flows.train.recipe.TrainOptions``."""
+    if needs_data:
+        if options.dataset is None:
+            raise TrainError(f"training {', '.join(needs_data)} needs --dataset: a BEIR folder with a training split",
+                             field="dataset")
+        return
+    given = [option for option, value in (("--dataset", options.dataset), ("--split", options.split),
+                                          ("--epochs", options.epochs), ("--max-examples", options.max_examples),
+                                          ("--max-steps", options.max_steps)) if value is not None]
+    if given:
+        named = ", ".join(given[:-1]) + " or " + given[-1] if len(given) > 1 else given[0]
+        raise TrainError(f"--model static is distilled from its base alone and takes no {named}: leave "
+                         f"{'them' if len(given) > 1 else 'it'} out, or add a --model that trains on a dataset",
+                         field=given[0][2:].replace("-", "_"))

@@ -45,3 +45,15 @@ def test_a_recipe_whose_text_is_bad_is_an_error_of_spec_naming_the_file(tmp_path
     with pytest.raises(TrainError) as err:
         load_recipe(recipe)
     assert err.value.field == "spec" and err.value.message.startswith(f"{recipe}: {problem}"), err.value.message
+
+
+def test_a_run_of_static_alone_refuses_the_options_of_training_on_data_before_distilling(tmp_path, monkeypatch):
+    """``--model static --epochs 3 --dataset D`` distilled (or reused) the one model and said nothing of either."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    with pytest.raises(TrainError, match=r"--model static is distilled from its base alone and takes no --dataset, "
+                       r"--epochs or --max-steps: leave them out, or add a --model that trains on a dataset") as err:
+        train(_options(tmp_path, models=["static"], epochs=3), log=lambda _: None)
+    assert err.value.field == "dataset" and not (tmp_path / "models").exists()
+    with pytest.raises(TrainError, match="takes no --split: leave it out") as err:
+        train(_options(tmp_path, models=["static"], dataset=None, max_steps=None, split="train"), log=lambda _: None)
+    assert err.value.field == "split"
