@@ -291,10 +291,13 @@ def _dict_queries(queries: dict) -> pa.Table:
             raise SpecError(f"a dict with keys qid and query is read as a table's columns, so each is a list; "
                             f"{scalar}: {type(queries[scalar]).__name__} {short_repr(queries[scalar])}. One query by "
                             f"its qid is {{qid: text}}", field="queries")
+        from flows.executors.base import mixed_column
+
         try:
             return pa.table(queries)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
-            raise SpecError(f"the dict's columns do not make a table: {err}", field="queries") from None
+            raise mixed_column({k: list(v) for k, v in queries.items()}) \
+                or SpecError(f"the dict's columns do not make a table: {err}", field="queries") from None
     if wrong := next(((qid, text) for qid, text in queries.items() if not isinstance(text, str)), None):
         columns = f"; a dict of columns needs keys qid and query, got {list(queries)}" \
             if isinstance(wrong[1], (list, tuple)) else ""

@@ -53,6 +53,9 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
             place, why = first_broken_text(queries.to_dict("list")) or ("text.0", "is not valid Unicode")
             column, _, row = place.rpartition(".")
             raise SpecError(f"the queries' {column} of row {int(row) + 1} {why}", field="queries") from None
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # a column of mixed types: say which, where
+            raise mixed_column(queries.to_dict("list")) \
+                or SpecError(f"the queries do not make a table: {err}", field="queries") from None
     if isinstance(queries, pa.Table):
         if "qid" not in queries.column_names or "query" not in queries.column_names:
             raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
@@ -78,6 +81,27 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
     if empty := [i for i, text in enumerate(texts, 1) if blank(text)]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+def mixed_column(columns: dict[str, list]) -> SpecError | None:
+    """The error of the first of ``columns`` that Arrow cannot hold as one type (a DataFrame's object column with
+    text and a number, or a list), naming the column, the rows and their values, or None: pyarrow's own error
+    (``Expected bytes, got a 'int' object``) names neither the row nor the value."""
+    for name, values in columns.items():
+        try:
+            pa.array(values, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            present = [(row, value) for row, value in enumerate(values, 1) if value is not None and value == value]
+            if not present:
+                continue
+            (first_row, first), (row, value) = present[0], next(
+                ((r, v) for r, v in present if type(v) is not type(present[0][1])), present[-1])
+            what = {"qid": "each qid is text (or every qid a whole number)",
+                    "query": "each query is the text to search for (a str)"}.get(name, "a column holds one type")
+            return SpecError(f"column {name} of the queries mixes types: row {first_row} of {len(values)} is "
+                             f"{short_repr(first)} ({type(first).__name__}), row {row} is {short_repr(value)} "
+                             f"({type(value).__name__}); {what}", field=f"queries.{name}")
+    return None
 
 
 def query_step(flow: Flow) -> str | None:

@@ -220,6 +220,8 @@ def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):
     ({"qid": "1", "query": "bees"}, "a dict with keys qid and query is read as a table's columns, so each is a list"),
     ({1: "bees", "b": "opera"}, "a dict of queries has qids of mixed types: [1, 'b']"),
     ({"q1": ""}, "is empty: give the text to search for"),
+    ({"qid": ["a", "b"], "query": ["bees", 3]},  # pyarrow's "Expected bytes, got a 'int' object" named no column
+     "column query of the queries mixes types: row 1 of 2 is 'bees' (str), row 2 is 3 (int)"),
 ])
 def test_a_dict_that_is_not_queries_is_refused_saying_what_a_dict_of_queries_is(bm25_index, home, given, said):
     from flows.api import Flow
@@ -258,6 +260,26 @@ def test_pandas_queries_categorical_or_empty_are_read(bm25_index):
     queries = pd.DataFrame({"qid": ["1", "2"], "query": pd.Categorical(["opera", "symphony"])})
     assert set(flow.run(queries, keep_history=False).table.column("qid").to_pylist()) == {"1", "2"}
     assert flow.run(pd.DataFrame({"qid": [], "query": []}), keep_history=False).table.num_rows == 0
+
+
+@pytest.mark.parametrize("columns, field, said", [
+    ({"qid": ["a", "b"], "query": ["bees", 3]}, "queries.query",
+     "column query of the queries mixes types: row 1 of 2 is 'bees' (str), row 2 is 3 (int); each query is the text"),
+    ({"qid": ["a", 2], "query": ["bees", "opera"]}, "queries.qid",
+     "column qid of the queries mixes types: row 1 of 2 is 'a' (str), row 2 is 2 (int)"),
+    ({"qid": ["a", "b"], "query": ["bees", "opera"], "tag": ["x", ["y"]]}, "queries.tag",
+     "column tag of the queries mixes types: row 1 of 2 is 'x' (str), row 2 is ['y'] (list)"),
+])
+def test_a_dataframe_column_of_mixed_types_is_refused_naming_column_and_row(bm25_index, columns, field, said):
+    """An object column with text and a number was pyarrow's ArrowTypeError from Table.from_pandas, a traceback
+    naming neither the row nor the value."""
+    import pandas as pd
+
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=str(bm25_index)).run(pd.DataFrame(columns))
+    assert err.value.field == field and said in err.value.message
 
 
 def open_cache_files(under) -> list[str]:
