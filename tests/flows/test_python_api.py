@@ -76,6 +76,27 @@ def test_timings_print_as_their_summary(bm25):
     assert str(timings) == shown
 
 
+def test_the_calls_python_md_describes_name_their_parameters_as_the_code_does():
+    """Each bullet's call (``* `index.search(queries, k=10, ...)` ...``) spells its arguments as the signature does:
+    the page said ``index.search(query, ...)``, and ``index.search(query="bees")`` was a KeywordError."""
+    import inspect
+
+    from flows import api
+    from flows.ingestion import ingest as run_ingestion
+
+    calls = {"ingest": api.ingest, "Index.open": api.Index.open, "index.search": api.Index.search,
+             "Flow.load": api.Flow.load, "flow.run": api.Flow.run, "flow.save": api.Flow.save}
+    text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
+    described = dict(re.findall(r"^\* `([\w.]+)\(([^)]*)\)`", text, flags=re.M))
+    assert set(described) == set(calls)
+    for call, arguments in described.items():
+        names = [a.split("=")[0].strip() for a in arguments.split(",")]
+        known = set(inspect.signature(calls[call]).parameters)
+        if call == "ingest":  # its **options go to flows.ingestion.ingest
+            known |= set(inspect.signature(run_ingestion).parameters)
+        assert set(names) <= known, (call, names)
+
+
 def evaluate_block() -> str:
     """The first Python block of docs/python.md's "Evaluate a result" section."""
     text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
