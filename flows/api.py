@@ -67,11 +67,14 @@ class Index:
         self.report = report        # what the ingestion that returned this index did, if one did
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Index":
-        """An existing index: a folder, or a name under ``$TESSERA_HOME/indices``."""
+    def open(cls, path: "str | os.PathLike | Index") -> "Index":
+        """An existing index: a folder, or a name under ``$TESSERA_HOME/indices``; an ``Index`` already open is the
+        same one, as ``Index(index)`` is (a notebook's ``Index.open(index)`` was an IndexStoreError)."""
         from operators.store import Index as StoreIndex
         from operators.store import resolve_index
 
+        if isinstance(path, Index):
+            return cls(path)
         return cls(StoreIndex.open(resolve_index(path)))
 
     @property

@@ -95,6 +95,7 @@ def test_index_of_a_path_opens_it(bm25_index):
     hits = again.search("opera composers", k=2, method="bm25")
     assert again.path == bm25_index and hits.num_rows == 2
     assert hits.equals(Index.open(bm25_index).search("opera composers", k=2, method="bm25"))
+    assert Index.open(again).store is again.store  # as Index(index): an IndexStoreError before
 
 
 @pytest.mark.parametrize("store", [None, 5])
