@@ -124,3 +124,6 @@ def test_the_evaluate_a_result_example_runs_as_written(sample_index, tmp_path, m
     assert len(pairs) == len(set(pairs))  # one row per document
     by_passage = [ir_measures.ScoredDoc(r["qid"], r["docno"], r["score"]) for r in table.to_pylist()]
     assert ir_measures.calc_aggregate([ir_measures.nDCG@10], scope["qrels"], by_passage)[ir_measures.nDCG@10] == 0
+    (tmp_path / "qrels.trec").write_text("1 0 wv00790 1\n")  # judging qid 1, which the run does not have: not a 0
+    with pytest.raises(AssertionError, match="the qrels judge no query of the run"):
+        exec(compile(evaluate_block(), "docs/python.md", "exec"), dict(scope))
