@@ -14,7 +14,8 @@ registry is listed or looked up:
   ``[project.entry-points."tessera.operators"]``), each naming a module (``mylab = "mylab.operators"``)
   or one operator class (``keyword_flag = "mylab.operators:KeywordFlagger"``);
 * ``TESSERA_OPERATORS``, a comma-separated list of importable module names, for a notebook or a
-  script without packaging (read again at each lookup: a module added later is loaded then).
+  script without packaging (read again at each lookup: a module added later is loaded then, and the operators of
+  one no longer named are unregistered).
 
 A plugin module registers every ``Operator`` subclass with a ``name`` defined in it or in its
 submodules; a plugin class sets its own ``name``, ``category.snake_name`` (``mylab.keyword_flag``).
@@ -59,9 +60,11 @@ _env_modules: set[str] = set()  # TESSERA_OPERATORS modules already registered
 def _discover() -> None:
     global _loaded
     wanted = env_module_names()
-    if _loaded and wanted <= _env_modules and not _reloaded():
+    if _loaded and wanted == _env_modules and not _reloaded():
         return
     with _lock:
+        if dropped := _env_modules - env_module_names():  # no longer named (a notebook moved its class to another
+            _forget_modules(dropped)                        # module): its operators go, or they clashed with theirs
         if not _loaded:
             found: dict[str, tuple[type[Operator], str]] = {}
             _discover_builtins(found)
@@ -79,6 +82,15 @@ def _discover() -> None:
             _env_modules.update(new)
         if reloaded := _reloaded():
             _register_reloaded(reloaded)
+
+
+def _forget_modules(modules: set[str]) -> None:
+    """Unregister the operators of ``TESSERA_OPERATORS`` modules it no longer names."""
+    origins = {f"{ENV_VAR} module '{module}'" for module in modules}
+    for name in [name for name, origin in _origins.items() if origin in origins]:
+        del _registry[name]
+        del _origins[name]
+    _env_modules.difference_update(modules)
 
 
 def _reloaded() -> dict[str, type[Operator]]:

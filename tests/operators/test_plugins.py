@@ -139,6 +139,18 @@ def test_a_module_named_after_the_first_lookup_is_loaded_at_the_next(plugin_root
         "has_keyword").to_pylist() == [True, False]
 
 
+def test_an_operator_moved_to_another_module_named_instead_is_the_new_one(plugin_root, monkeypatch):
+    """A notebook moves its class to another module and names that one in TESSERA_OPERATORS instead: the module no
+    longer named kept its operator registered, an OperatorPluginError 'used by both' until the kernel restarted."""
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    assert get_operator(OPERATOR).__module__ == f"{PACKAGE}.flags"
+    (plugin_root / PACKAGE / "flags2.py").write_text(FLAGS)
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags2")
+    assert get_operator(OPERATOR).__module__ == f"{PACKAGE}.flags2"
+    monkeypatch.delenv("TESSERA_OPERATORS")
+    assert OPERATOR not in all_operators() and "analyze.word_count" in all_operators()
+
+
 @pytest.mark.parametrize("entry_point", [f"mylab = {PACKAGE}.flags", f"keyword_flag = {PACKAGE}.flags:KeywordFlagger"],
                          ids=["module", "class"])
 def test_an_entry_point_naming_a_module_or_a_class_registers_it(plugin_root, tmp_path, entry_point):
