@@ -237,7 +237,7 @@ class Flow:
             cache: bool | str | os.PathLike = False, keep_history: bool = True,
             progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":
         """Run over one query, a list of queries, a dict ``{qid: text}`` (BEIR's loader's), or a ``qid, query`` table
-        (a dict of those columns too); returns the ``FlowResult``.
+        (a dict of those columns too; a pandas Series, by its index); returns the ``FlowResult``.
 
         ``executor="ray"`` runs the same flow as Ray Data stages. ``cache=True`` uses the
         step cache in ``$TESSERA_HOME/cache`` (a path: that folder). A model the flow needs that is
@@ -261,6 +261,8 @@ class Flow:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise SpecError(f"cancel is a flows.progress.CancelToken; got {type(cancel).__name__} "
                             f"{short_repr(cancel)}", field="cancel")
+        if type(queries).__name__ == "Series" and type(queries).__module__.startswith("pandas"):
+            queries = _series_queries(queries)  # df.set_index("_id")["text"] was numbered 1, 2, ..., its qids dropped
         if isinstance(queries, dict):
             queries = _dict_queries(queries)
         unset = self.spec.unset_index_steps()
@@ -283,6 +285,17 @@ class Flow:
         from flows import store
 
         return store.save_kept(name, self.unbound, force=force)[0]
+
+
+def _series_queries(series: Any) -> "list | dict":
+    """A pandas Series as queries: ``{qid: text}`` by its index, as a dict is, or a list (qids 1, 2, ...) when its
+    index is the default ``0, 1, ...`` that a Series of a list has."""
+    import pandas as pd
+
+    index = series.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None:
+        return series.tolist()
+    return {"qid": index.tolist(), "query": series.tolist()}  # a table's columns: a qid given twice is refused
 
 
 def _dict_queries(queries: dict) -> pa.Table:

@@ -213,6 +213,11 @@ def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):
     assert as_table.num_rows > 0 and flow.run(texts).table.equals(as_table)
     assert flow.run({"qid": list(texts), "query": list(texts.values())}).table.equals(as_table)  # a dict of columns
     assert flow.run({7: "classical music"}).table.column("qid").to_pylist()[0] == "7"
+    import pandas as pd
+
+    series = pd.DataFrame({"_id": list(texts), "text": list(texts.values())}).set_index("_id")["text"]
+    assert flow.run(series).table.equals(as_table)  # a Series is {qid: text} by its index: numbered 1, 2 before
+    assert flow.run(pd.Series(list(texts.values()))).table.equals(flow.run(list(texts.values())).table)
 
 
 @pytest.mark.parametrize("given, said", [
