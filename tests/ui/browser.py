@@ -53,9 +53,16 @@ def option_values(driver, element_id: str) -> list[str]:
 
 def cell_texts(driver, rows_css: str) -> list[list[str]]:
     """The text of each cell of the table rows at ``rows_css``, read in one command (a command per cell, polled in
-    ``wait``, was most of an index test's commands), trimmed as Selenium's ``text`` is."""
-    return driver.execute_script("return [...document.querySelectorAll(arguments[0])].map("
-                                 "(row) => [...row.querySelectorAll('td')].map((td) => td.innerText.trim()))", rows_css)
+    ``wait``, was most of an index test's commands), as Selenium's ``text`` reads it: "" for a cell not shown (a
+    hidden tab's table), trimmed."""
+    return driver.execute_script(SHOWN_TEXT + "return [...document.querySelectorAll(arguments[0])].map("
+                                 "(row) => [...row.querySelectorAll('td')].map(shownText))", rows_css)
+
+
+#: A node's text as Selenium's ``text`` reads it: "" where the page does not show it (``display: none`` on it or a
+#: parent, ``visibility: hidden``), else its rendered text, trimmed.
+SHOWN_TEXT = ("const shownText = (node) => node.checkVisibility({visibilityProperty: true}) ? "
+              "node.innerText.trim() : '';\n")
 
 
 def flow_names(driver) -> list[str]:
@@ -122,12 +129,12 @@ def fill_search(driver, flow: str, queries: str, top_k: str) -> None:
 
 def shown_results(driver) -> list[tuple[str, list[str]]]:
     """Per query article: its heading and the docno column of its hits table."""
-    shown = driver.execute_script(SHOWN_RESULTS)  # one command, as cell_texts
+    shown = driver.execute_script(SHOWN_TEXT + SHOWN_RESULTS)  # one command, as cell_texts
     return [(heading, docnos) for heading, docnos in shown]
 
 
 SHOWN_RESULTS = """return [...document.querySelectorAll('#results article.result')].map((article) => {
-  const text = (node) => node.innerText.trim();
+  const text = shownText;
   const column = [...article.querySelectorAll('table.hits th')].map(text).indexOf('docno');
   if (column < 0) throw new Error('a hits table without a docno column');
   return [text(article.querySelector('h2')),
