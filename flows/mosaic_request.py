@@ -82,11 +82,11 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     return {"name": str(given or name), "steps": steps}, (None if query is None else str(query))
 
 
-
 def _text_or_none(value: Any) -> bool:
     """Whether a request's ``query`` or ``name`` may be read as text: absent, a text or a number, not a list, an
     object or a bool, which ``str()`` would give as their Python repr."""
     return value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
 
 def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
     """Values as mosaicRAG's UI sends them, every one a string, read back as ``/pipeline/info`` wrote them

@@ -154,7 +154,7 @@ def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str
         loc = error["loc"]
         if at and at[-1] == len(loc) - 1 and tuple(loc[:at[-1]]) in entered:
             continue  # the value was of another branch's kind, and is wrong inside that branch
-        field = ".".join(str(p) for i, p in enumerate(loc) if i not in at and p != "[key]")
+        field = ".".join(str(p) for p in _without_branches(loc, at))
         fields.setdefault(field, []).append((at, error))
     return [(field, _one_message(found, said)) for field, found in fields.items()]
 
@@ -277,8 +277,12 @@ def user_field(error: dict, errors: list[dict] | None = None) -> str:
 
 def user_loc(error: dict, errors: list[dict] | None = None) -> list[Any]:
     """The parts of ``user_field``."""
-    points = _branch_points(error, errors or [error])
-    return [part for i, part in enumerate(error["loc"]) if i not in points and part != "[key]"]
+    return _without_branches(error["loc"], _branch_points(error, errors or [error]))
+
+
+def _without_branches(loc: Any, points: list[int]) -> list[Any]:
+    """``loc`` without the places that name a union's branch (``points``, ``_branch_points``) or a dict's ``[key]``."""
+    return [part for i, part in enumerate(loc) if i not in points and part != "[key]"]
 
 
 def shown_value(value: Any) -> str:

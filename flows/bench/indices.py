@@ -60,8 +60,9 @@ def index_settings(spec: FlowSpec) -> Any:
     steps need, ``bm25`` on when one needs it; a ``SpecError`` naming ``index_settings.KEY`` when they are wrong."""
     from pydantic import ValidationError
 
-    from operators.errors import SpecError, value_problem
+    from operators.errors import SpecError
     from operators.store import IndexSettings
+    from operators.store.settings import settings_problem
 
     features = spec.index_features()
     wanted = {**(spec.index_settings or {}), "dense": "dense" in features}
@@ -69,10 +70,10 @@ def index_settings(spec: FlowSpec) -> Any:
         wanted["bm25"] = True
     try:
         return IndexSettings.model_validate(wanted)
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise SpecError(f"bad index settings: {value_problem(first)}",
-                        field="index_settings." + ".".join(map(str, first["loc"]))) from None
+    except ValidationError:  # said as Index.create and a spec's index_settings say it
+        problem = settings_problem(wanted)
+        raise SpecError(f"bad index settings: {problem.message}",
+                        field="index_settings" + (f".{problem.key}" if problem.key else "")) from None
 
 
 def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | None:

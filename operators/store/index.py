@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+from pydantic import ValidationError
 
 from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
 from operators.store.disk import refused_by_disk
@@ -74,10 +75,12 @@ class Index:
         """A new empty index at ``path``; an index with the same settings there is opened instead. Refused where
         it would fail or harm (``layout.check_new_index_path``: a file, a folder whose manifest is lost...)."""
         path = expand_user(path)
-        if not isinstance(settings, IndexSettings):  # a problem said as a spec's index_settings' is, naming the key
-            if (problem := settings_problem(settings or {})) is not None:
-                raise IndexStoreError(problem.message, field=problem.key)
-            settings = IndexSettings.model_validate(settings or {})
+        if not isinstance(settings, IndexSettings):
+            try:
+                settings = IndexSettings.model_validate(settings or {})
+            except ValidationError:  # said as a spec's index_settings' problem is, naming the key
+                problem = settings_problem(settings or {})
+                raise IndexStoreError(problem.message, field=problem.key) from None
         check_new_index_path(path)
         with refused_by_disk(path, "creating it"):
             return cls._create(path, settings)
