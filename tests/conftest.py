@@ -314,7 +314,13 @@ def shared_data() -> Path:
 def one_torch_thread():
     """Torch on one thread for a module's tests, restored afterwards: its OpenMP threads spin while they
     wait, and on a loaded 2-core machine a ColBERT training step took 14 s on two threads, 1.3 s on one.
-    Modules that train or encode with torch say ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    Modules that train or encode with torch say ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``.
+    Where torch is not imported yet and ``OMP_NUM_THREADS`` is 1 (make test-fast), torch takes one thread when a test
+    imports it, so this leaves torch unimported: most of these modules' unit tests never touch it, and importing it
+    cost each test-fast worker about 2 CPU-seconds."""
+    if "torch" not in sys.modules and os.environ.get("OMP_NUM_THREADS") == "1":
+        yield
+        return
     import torch
 
     before = torch.get_num_threads()

@@ -78,10 +78,13 @@ def test_train_static_distils_without_a_dataset_reuses_and_embeds_both_sides(run
     assert rows[0]["docno"] == "bees" and len(rows) == 5
 
 
-def test_kinds_that_need_a_dataset_still_ask_for_one_and_a_missing_static_model_names_its_command(recipe, tmp_path):
+def test_kinds_that_need_a_dataset_still_ask_for_one_and_a_missing_static_model_names_its_command(tmp_path):
     from flows.train import TrainError
     from flows.train.recipe import TrainOptions, train, train_command
 
+    recipe = tmp_path / "static_recipe.yaml"  # a base that is never read: the refusal comes before any model
+    recipe.write_text("name: tiny-static\nsteps:\n  bm25: {op: retrieve.bm25}\n"
+                      f"training:\n  static: {{base: '{tmp_path / 'no-base'}', pca_dims: 16}}\n", encoding="utf-8")
     options = TrainOptions(dataset=None, models=["static", "bi-encoder"], spec=recipe, output=tmp_path)
     with pytest.raises(TrainError, match="training bi-encoder needs --dataset") as caught:
         train(options, log=lambda message: None)
@@ -90,6 +93,7 @@ def test_kinds_that_need_a_dataset_still_ask_for_one_and_a_missing_static_model_
     assert train_command("tessera-bi-encoder").startswith("tessera train --dataset ")
 
 
+@pytest.mark.integration  # ingests with a torch model, twice (once in a child process)
 def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one_is_refused(static_folder, tmp_path):
     """A spec without ``dim`` used to fail at the first shard's write (384, MiniLM's, against 16)."""
     from flows.ingestion import ingest

@@ -4,6 +4,7 @@ behind an API key, and a headless Chromium driven by Selenium. The app is shut d
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import socket
@@ -78,7 +79,7 @@ def _browser_paths() -> tuple[str, str] | None:
 
 
 @pytest.fixture(scope="package")
-def browser():
+def browser(tmp_path_factory):
     """Headless Chromium (Debian's ``chromium`` and ``chromium-driver``), one for the package."""
     paths = _browser_paths()
     if paths is None:
@@ -97,7 +98,10 @@ def browser():
                      "--disable-features=Translate,OptimizationHints,MediaRouter"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read by driver.get_log("browser")
-    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
+    # Chromium's profile and its singleton socket's folder (org.chromium.Chromium.*) go under the run's temporary
+    # folder, which pytest removes: in /tmp they stayed, a folder for each run (114 on this machine in a day).
+    scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(service=Service(paths[1], env=scratch), options=options)
     try:
         yield driver
     finally:

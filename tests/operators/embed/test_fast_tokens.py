@@ -16,7 +16,8 @@ import operators
 from operators import create
 from operators.models.fast_tokens import FastTokenEncoder
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Every test here loads MiniLM (4 CPU-seconds a process): make test runs them, make test-fast does not.
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.integration]
 
 PASSAGES = Path(operators.__file__).parent / "testing_documents.jsonl"
 
@@ -35,7 +36,6 @@ def minilm():
     return load_sentence_transformer(device="cpu")
 
 
-@pytest.mark.integration
 def test_the_operator_takes_the_fast_path_and_gives_the_models_vectors_in_input_order(texts, minilm):
     op = create("embed", {"encode_batch_size": 8})
     op.ensure_setup()
@@ -58,7 +58,6 @@ def test_its_tokens_are_the_models_own_for_every_batch(texts, minilm):
             assert produced[name].tolist() == expected[name].tolist(), name
 
 
-@pytest.mark.integration
 def test_unnormalised_vectors_and_a_shorter_truncation_match_too(texts):
     from operators.models import load_sentence_transformer
 

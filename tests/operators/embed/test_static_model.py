@@ -17,6 +17,10 @@ from operators.models import load_sentence_transformer
 from operators.models.batching import STATIC_BATCH, forward_batch_size, is_static
 from operators.models.sentence_transformers import BackendNotAvailableError
 
+# Each test builds and loads a torch model (sentence-transformers and torch's imports, 4-5 CPU-seconds a process):
+# make test runs them, make test-fast does not.
+pytestmark = pytest.mark.integration
+
 
 def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(static_folder):
     table = pa.table({"docno": ["d1", "d2", "d3"], "text": ["honey bees", "bees make honey", "stock markets"]})
@@ -33,7 +37,6 @@ def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(s
     np.testing.assert_allclose(again[1], vectors[1], atol=1e-6)
 
 
-@pytest.mark.integration
 def test_the_bags_of_pieces_give_the_models_own_vectors(static_folder):
     """The fast path (each distinct space-separated piece tokenized once) against ``model.encode``
     on real passages and edge cases: empty text, runs of spaces, tabs, final sigma, CJK, accents,
