@@ -243,6 +243,7 @@ class Flow:
         step cache in ``$TESSERA_HOME/cache`` (a path: that folder). A model the flow needs that is
         not on this machine raises ``MissingModelsError`` (every one, with its step) before anything runs.
         """
+        from flows.api_queries import dict_queries, series_queries
         from flows.executors import make_executor
         from flows.executors.base import as_queries
 
@@ -262,9 +263,9 @@ class Flow:
             raise SpecError(f"cancel is a flows.progress.CancelToken; got {type(cancel).__name__} "
                             f"{short_repr(cancel)}", field="cancel")
         if type(queries).__name__ == "Series" and type(queries).__module__.startswith("pandas"):
-            queries = _series_queries(queries)  # df.set_index("_id")["text"] was numbered 1, 2, ..., its qids dropped
+            queries = series_queries(queries)  # df.set_index("_id")["text"] was numbered 1, 2, ..., its qids dropped
         if isinstance(queries, dict):
-            queries = _dict_queries(queries)
+            queries = dict_queries(queries)
         unset = self.spec.unset_index_steps()
         if unset:
             step = next(iter(unset))
@@ -285,46 +286,6 @@ class Flow:
         from flows import store
 
         return store.save_kept(name, self.unbound, force=force)[0]
-
-
-def _series_queries(series: Any) -> "list | dict":
-    """A pandas Series as queries: ``{qid: text}`` by its index, as a dict is, or a list (qids 1, 2, ...) when its
-    index is the default ``0, 1, ...`` that a Series of a list has."""
-    import pandas as pd
-
-    index = series.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None:
-        return series.tolist()
-    return {"qid": index.tolist(), "query": series.tolist()}  # a table's columns: a qid given twice is refused
-
-
-def _dict_queries(queries: dict) -> pa.Table:
-    """A queries table of ``{qid: text}`` (how BEIR's ``GenericDataLoader`` and pytrec_eval hold queries), in the
-    dict's order; a dict with keys ``qid`` and ``query`` is a table's columns. ``as_queries`` checks the rest."""
-    if "qid" in queries and "query" in queries:
-        if scalar := next((k for k, v in queries.items() if isinstance(v, (str, bytes)) or not hasattr(v, "__len__")),
-                          None):
-            raise SpecError(f"a dict with keys qid and query is read as a table's columns, so each is a list; "
-                            f"{scalar}: {type(queries[scalar]).__name__} {short_repr(queries[scalar])}. One query by "
-                            f"its qid is {{qid: text}}", field="queries")
-        from flows.executors.base import mixed_column
-
-        try:
-            return pa.table(queries)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
-            raise mixed_column({k: list(v) for k, v in queries.items()}) \
-                or SpecError(f"the dict's columns do not make a table: {err}", field="queries") from None
-    if wrong := next(((qid, text) for qid, text in queries.items() if not isinstance(text, str)), None):
-        columns = f"; a dict of columns needs keys qid and query, got {list(queries)}" \
-            if isinstance(wrong[1], (list, tuple)) else ""
-        raise SpecError(f"a dict of queries maps each qid to its text; qid {short_repr(wrong[0])} has "
-                        f"{type(wrong[1]).__name__} {short_repr(wrong[1])}{columns}", field="queries")
-    try:
-        qids = pa.array(list(queries))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise SpecError(f"a dict of queries has qids of mixed types: {short_repr(list(queries))}; give text "
-                        f"(or whole numbers)", field="queries") from None
-    return pa.table({"qid": qids, "query": pa.array(list(queries.values()), pa.string())})
 
 
 #: The step caches of the folders this process used last, most recent last: at most ``KEPT_CACHES``.
