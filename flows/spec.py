@@ -81,6 +81,13 @@ class StepSpec(BaseModel):
         return {} if params is None else params
 
 
+def index_param(index: Any) -> Any:
+    """An ``index`` param as a spec holds it: the text of a path, or of an index opened in Python (``flows.api.Index``,
+    anything with a ``path``); anything else as it is, for the params' validation to word."""
+    index = getattr(index, "path", index)
+    return os.fspath(index) if isinstance(index, os.PathLike) else index
+
+
 class FlowSpec(BaseModel):
     """A named DAG of steps, in the order they are written."""
 
@@ -192,8 +199,7 @@ class FlowSpec(BaseModel):
     def with_index(self, index: Any) -> "FlowSpec":
         """A copy whose unset ``index`` params name ``index``: a path, an index name, or an index opened in Python
         (``flows.api.Index``, anything with a ``path``)."""
-        index = getattr(index, "path", index)
-        return self.with_unset("index", os.fspath(index) if isinstance(index, os.PathLike) else index)
+        return self.with_unset("index", index_param(index))
 
     def with_unset(self, field: str, value: Any, **also: Any) -> "FlowSpec":
         """A copy whose steps that leave ``field`` unset get ``value`` (and the params ``also``)."""

@@ -65,6 +65,22 @@ def test_an_index_that_is_not_an_index_name_or_path_is_refused_at_load(bm25_inde
     assert err.value.field == "index" and "got int 3" in err.value.message and "Index.open(path)" in err.value.message
 
 
+@pytest.mark.parametrize("as_given", [Path, "Index"])
+def test_a_dict_specs_index_may_be_a_path_or_an_index_as_index_may(bm25_index, home, as_given):
+    """``Flow.load(..., index=)`` takes a ``Path`` and an ``Index``; a dict's ``params.index`` refused both ("must be a
+    string"). The spec holds the path's text, and the dict given is left as it was."""
+    from flows.api import Flow, Index
+
+    given = Index.open(bm25_index) if as_given == "Index" else as_given(bm25_index)
+    spec = {"name": "own", "steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": given, "k": 3}}}}
+    flow = Flow.load(spec)
+    assert flow.spec.steps["bm25"].params["index"] == str(bm25_index)
+    assert spec["steps"]["bm25"]["params"]["index"] is given
+    ran = flow.run("opera composers").table
+    assert ran.num_rows > 0
+    assert ran.equals(Flow.load("bm25", index=str(bm25_index), params={"bm25.k": 3}).run("opera composers").table)
+
+
 def test_a_cache_that_is_not_a_flag_or_folder_is_refused_naming_cache(bm25_index, home):
     from flows.api import Flow
 
