@@ -11,7 +11,7 @@ import functools
 import inspect
 from typing import Any, Callable, Collection, Iterable, TypeVar
 
-from operators.errors import KeywordError, unknown_name_hint
+from operators.errors import KeywordError, did_you_mean, unknown_name_hint
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,8 +20,19 @@ def check_keywords(where: str, given: Iterable[str], known: Collection[str]) -> 
     """Refuse the first of ``given`` not in ``known`` with a ``KeywordError`` naming ``where`` (``ingest()``)."""
     for name in given:
         if name not in known:
-            raise KeywordError(f"{where} got an unexpected keyword argument {name!r}"
-                               f"{unknown_name_hint(name, known, 'arguments')}", field=name)
+            number = [other for other in _singular_or_plural(name) if other in known]  # query= for queries=
+            hint = f"; {did_you_mean(number)} (arguments: {', '.join(sorted(known))})" if number \
+                else unknown_name_hint(name, known, "arguments")
+            raise KeywordError(f"{where} got an unexpected keyword argument {name!r}{hint}", field=name)
+
+
+def _singular_or_plural(name: str) -> list[str]:
+    """``name``'s plural and singular forms (``query``: ``queries``; ``filters``: ``filter``): a keyword given in
+    the other number, which is too many letters away for a typo (``close_names``)."""
+    forms = [name + "s", name + "es", name[:-1] + "ies" if name.endswith("y") else ""]
+    forms += [name[:-1], name[:-2]] if name.endswith("s") else []
+    forms += [name[:-3] + "y"] if name.endswith("ies") else []
+    return [form for form in forms if form]
 
 
 def checked_keywords(func: F) -> F:

@@ -205,6 +205,8 @@ def test_a_misspelt_ingest_argument_says_which_was_meant(corpus, home, typo, mea
 @pytest.mark.parametrize("call, typo, meant", [
     ("Flow.run", "keephistory", "keep_history"), ("Flow.run", "executer", "executor"),
     ("Flow.load", "indx", "index"), ("Index.search", "methd", "method"), ("Index.search", "top_k", "k"),
+    ("Index.search", "query", "queries"), ("Flow.run", "query", "queries"),  # one number for the other: no hint
+    ("Index.search", "filters", "filter"),
 ])
 def test_a_misspelt_keyword_of_run_load_or_search_says_which_was_meant(bm25_index, call, typo, meant):
     from flows.api import Flow, Index
