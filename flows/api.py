@@ -75,6 +75,11 @@ class Index:
 
         if isinstance(path, Index):
             return cls(path)
+        if not isinstance(path, (str, os.PathLike)):  # resolve_index's error named no argument
+            from operators.store.errors import IndexStoreError
+
+            raise IndexStoreError(f"Index.open takes an index's folder (a path) or name, or an open Index; got "
+                                  f"{type(path).__name__} {short_repr(path)}", field="path")
         return cls(StoreIndex.open(resolve_index(path)))
 
     @property

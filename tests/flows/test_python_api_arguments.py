@@ -98,8 +98,11 @@ def test_a_cache_that_is_not_a_flag_or_folder_is_refused_naming_cache(bm25_index
 def test_index_open_of_something_not_a_path_names_what_it_got(path):
     from flows.api import Index
 
-    with pytest.raises(IndexStoreError, match=f"an index is a name or a path .*, got {type(path).__name__} {path}"):
+    with pytest.raises(IndexStoreError) as err:
         Index.open(path)
+    assert err.value.field == "path"  # it named no argument
+    assert err.value.message == (f"Index.open takes an index's folder (a path) or name, or an open Index; got "
+                                 f"{type(path).__name__} {path}")
 
 
 def test_index_of_a_path_opens_it(bm25_index):
