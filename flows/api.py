@@ -19,13 +19,14 @@ what the CLI and the service use.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Literal
 
 import pyarrow as pa
 
@@ -80,7 +81,8 @@ class Index:
 
             raise IndexStoreError(f"Index.open takes an index's folder (a path) or name, or an open Index; got "
                                   f"{type(path).__name__} {short_repr(path)}", field="path")
-        return cls(StoreIndex.open(resolve_index(path)))
+        with _resume_said():
+            return cls(StoreIndex.open(resolve_index(path)))
 
     @property
     def path(self) -> Path:
@@ -136,6 +138,20 @@ class Index:
             raise SpecError(f"method '{method}' needs {missing}, which {self.path.name} was not ingested with; "
                             f"use method={can[0]!r}", field="method")
         return method
+
+
+@contextlib.contextmanager
+def _resume_said() -> Iterator[None]:
+    """An index folder whose first ingestion was interrupted refused with the command that resumes it, as the CLI
+    says it (``first_ingest.with_resume``), not only that "the command that started it" does."""
+    from operators.store.errors import UnfinishedFirstIngestError
+
+    try:
+        yield
+    except UnfinishedFirstIngestError as err:
+        from flows.ingestion.first_ingest import with_resume
+
+        raise with_resume(err)
 
 
 def _checked_filter(given: "dict | MetadataFilter", store: "StoreIndex") -> dict:
@@ -206,7 +222,8 @@ class Flow:
         if isinstance(index, (str, os.PathLike)):
             from operators.store.layout import check_index_exists
 
-            check_index_exists(index)  # Index.open's error now, not the first search's
+            with _resume_said():
+                check_index_exists(index)  # Index.open's error now, not the first search's
         if params is not None:
             from flows.param_settings import with_settings
 

@@ -151,3 +151,29 @@ def test_the_resume_command_of_an_interrupted_first_ingest_keeps_its_settings_an
     [listed] = json.loads(tessera_in_process(monkeypatch, capsys, "index", "list", "--json", home=home).stdout)[
         "indices"]
     assert _resume_of(listed["error"]) == resume
+
+
+def test_index_open_of_an_interrupted_first_ingest_says_the_command_that_resumes_it(tmp_path, monkeypatch, capsys):
+    """``Index.open`` (and ``Flow.load``'s ``index=``) said only that "the command that started it resumes it", where
+    the CLI adds that command: a notebook's user got no command to run."""
+    import pytest
+
+    from flows.api import Flow, Index
+    from operators.store import IndexSettings
+    from operators.store.errors import UnfinishedFirstIngestError
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    corpus, index = tmp_path / "corpus.jsonl", tmp_path / "index"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"honey bees {i}"}) + "\n" for i in range(3)))
+    _staged_first_ingest(index, {"op": "sources.jsonl", "params": {"path": str(corpus)}}, IndexSettings(dense=False))
+    said = []
+    for opening in (lambda: Index.open(index), lambda: Index(str(index)), lambda: Flow.load("bm25", index=index)):
+        with pytest.raises(UnfinishedFirstIngestError) as err:
+            opening()
+        assert err.value.message.startswith(f"no index at {index} yet: its first ingestion, of {corpus}")
+        assert "resumes it: tessera ingest" in err.value.message
+        said.append(_resume_of(err.value.message))
+    cli = _resume_of(assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(index),
+                                                              home=tmp_path / "home", check=None), "resumes it: "))
+    assert said == [cli] * 3
+    assert cli == ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "2", "--no-dense"]
