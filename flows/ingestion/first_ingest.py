@@ -35,13 +35,13 @@ def resume_command(err: UnfinishedFirstIngestError) -> str:
     from pydantic import ValidationError
 
     from flows.ingestion.job_params import JOB_FILE
-    from flows.ingestion.pending import _read_json, resume_command_of
+    from flows.ingestion.pending import read_json_or_none, resume_command_of
     from flows.ingestion.staging import STATE_FILE
     from operators.store.settings import IndexSettings
 
-    state, job = _read_json(err.staging / STATE_FILE), _read_json(err.staging / JOB_FILE)
+    state, job = read_json_or_none(err.staging / STATE_FILE), read_json_or_none(err.staging / JOB_FILE)
     try:
-        settings = IndexSettings.model_validate(_read_json(err.staging / SETTINGS_FILE))
+        settings = IndexSettings.model_validate(read_json_or_none(err.staging / SETTINGS_FILE))
     except ValidationError:  # none recorded (None), or not readable
         settings = IndexSettings(dense=not (isinstance(job, dict) and job.get("embed", {}) is None))
     default = IndexSettings().model_dump()

@@ -51,7 +51,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     finished = finished_shards(index)
     found = []
     for folder in folders:
-        state = _read_json(folder / STATE_FILE)
+        state = read_json_or_none(folder / STATE_FILE)
         planned = {s["id"]: s.get("docs") for s in state.get("shards", [])} if state else None
         pending = [s for s in (planned if planned is not None else _staged(folder)) if s not in finished]
         syncing = bool(state and state.get("syncing"))  # its last step, the deletions, may be all that is left
@@ -70,7 +70,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "shards_pending": len(pending),
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
             "resume": resume_command_of(index.path, index.settings, folder.name, source, state,
-                                        _read_json(folder / "job.json")),
+                                        read_json_or_none(folder / "job.json")),
             "refused": refusal,
             "syncing": syncing,
         })
@@ -91,7 +91,10 @@ def _refusal(folder: Path, syncing: bool) -> dict[str, Any] | None:
     return None if found is None else {**found, "advice": refused.advice(found, syncing)}
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json_or_none(path: Path) -> dict[str, Any] | None:
+    """A staging file's JSON (``state.json``, ``job.json``), or None where it is missing or not JSON: for what only
+    reports an ingestion (this module, ``first_ingest``'s resume command), where a run refuses a damaged one
+    (``errors.read_staging_json``)."""
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
