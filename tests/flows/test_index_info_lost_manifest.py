@@ -176,4 +176,5 @@ def test_index_open_of_an_interrupted_first_ingest_says_the_command_that_resumes
     cli = _resume_of(assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(index),
                                                               home=tmp_path / "home", check=None), "resumes it: "))
     assert said == [cli] * 3
-    assert cli == ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "2", "--no-dense"]
+    assert cli == ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "2",
+                   "--no-dense"]
