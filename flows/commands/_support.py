@@ -163,14 +163,29 @@ def cli_option_logs(name: str, options: dict[str, str]):
     return rewritten_logs(name, in_options)
 
 
-def positive_int(text: str) -> int:
+def whole_number(text: str) -> int:
+    """An option's whole number, any sign (``--seed``), refused in Tessera's words as ``positive_int`` is, not
+    argparse's ``invalid int value: 'x'``."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+
+
+def positive_int(text: str) -> int:
+    value = whole_number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def number(text: str) -> float:
+    """An option's number (``--older-than 0.5``), refused in Tessera's words (``'x' is not a number``), not argparse's
+    ``invalid float value: 'x'``; what range it must be in is the command's to say."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
 
 
 def show_help(parser: argparse.ArgumentParser) -> int:

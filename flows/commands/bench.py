@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--correction", choices=("holm", "bonferroni", "fdr_bh", "none"), default="holm",
                         help="multiple-comparison correction over the non-baseline flows (default holm)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where flows run (default local)")
-    parser.add_argument("--limit", type=int, metavar="N", help="only the first N judged queries")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N judged queries")
     parser.add_argument("--min-relevance", type=positive_int, default=1, metavar="N",
                         help="binary measures (all but nDCG) count a document relevant when judged N or above "
                         "(default 1; TREC DL uses 2)")

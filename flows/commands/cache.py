@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import (EXIT_OK, add_cache_dir_argument, add_set_argument, console, escape, load_flow,
-                                     print_json, report, show_help)
+                                     number, print_json, report, show_help)
 from operators.byte_sizes import format_bytes
 from operators.errors import SpecError
 
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                               "least recently used until the cache holds at most SIZE")
     c_prune.add_argument("--max-size", metavar="SIZE", help="most the stored outputs may hold: bytes, or with K, M, "
                          "G or T (500M, 2G)")
-    c_prune.add_argument("--older-than", metavar="DAYS", type=float, help="evict what no run used for DAYS days")
+    c_prune.add_argument("--older-than", metavar="DAYS", type=number, help="evict what no run used for DAYS days")
     add_cache_dir_argument(c_prune)
     c_prune.add_argument("--json", action="store_true", help="print JSON")
     c_prune.set_defaults(handler=_cmd_cache_prune)

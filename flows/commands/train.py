@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from flows.commands._support import CliError, positive_int
+from flows.commands._support import CliError, positive_int, whole_number
 from flows.commands.job_paths import check_job_paths
 
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "judged ones first (pseudo-queries fill what is left, if any)")
     parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model's schedule after N steps "
                         "(a recipe's follow-up, if any, runs up to N more)")
-    parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
+    parser.add_argument("--seed", type=whole_number, metavar="N",
+                        help="seed of mining and training (default: the recipe's)")
     parser.add_argument("--output", metavar="DIR", help="folder the checkpoints go to (default "
                         "$TESSERA_HOME/models, where flows find them by name)")
     parser.add_argument("--name-prefix", default="tessera", metavar="PREFIX",
@@ -68,6 +69,7 @@ def handle(args: argparse.Namespace) -> int:
     from flows.train.resume import RESUMES_HERE
 
     if args.list:
+        _refuse_training_options_with_list(args)
         return _list_models(args)
     if args.json:
         raise CliError("--json goes with --list (a training run prints its summary as a table)")
@@ -126,6 +128,24 @@ def _print_summary(report) -> None:
         trained_on = describe(m.record["counts"]) if "counts" in m.record else "its base alone"
         table.add_row(escape(m.name), m.kind, trained_on, escape(str(m.path)), status)
     console().print(table)
+
+
+#: The options ``--list`` reads (besides those every command has, such as ``--debug``); any other is a training run's.
+LIST_OPTIONS = ("list", "json", "output", "quiet")
+
+
+def _refuse_training_options_with_list(args: argparse.Namespace) -> None:
+    """``--list`` with an option only a training run reads (``--list --epochs 3``, ``--list --model x``) listed the
+    models and ignored it without a word: one error naming each such option given (one whose value is not its
+    default)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    given = [action.option_strings[0] for action in parser._actions
+             if action.dest not in LIST_OPTIONS and getattr(args, action.dest, action.default) != action.default]
+    if given:
+        named = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+        raise CliError(f"--list trains nothing, so {named} would be ignored: leave "
+                       f"{'it' if len(given) == 1 else 'them'} out, or drop --list to train", field=given[0])
 
 
 def _list_models(args: argparse.Namespace) -> int:

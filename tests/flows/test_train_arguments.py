@@ -57,3 +57,34 @@ def test_a_run_of_static_alone_refuses_the_options_of_training_on_data_before_di
     with pytest.raises(TrainError, match="takes no --split: leave it out") as err:
         train(_options(tmp_path, models=["static"], dataset=None, max_steps=None, split="train"), log=lambda _: None)
     assert err.value.field == "split"
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--epochs", "3"], "--epochs would be ignored: leave it out"),
+    (["--model", "x", "--seed", "4", "--force"], "--model, --seed and --force would be ignored: leave them out"),
+])
+def test_list_refuses_the_options_of_a_training_run_naming_them(tmp_path, monkeypatch, capsys, extra, named):
+    """``--list --epochs 3`` listed the models and ignored ``--epochs`` without a word; ``--output`` and ``--json``,
+    which ``--list`` reads, still go with it."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    assert main(["train", "--list", *extra]) == 2
+    assert f"--list trains nothing, so {named}, or drop --list to train" in capsys.readouterr().err
+    assert main(["train", "--list", "--json", "--quiet", "--output", str(tmp_path / "models")]) == 0
+    assert '"models": []' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train", "--seed", "x"], "argument --seed: 'x' is not a whole number"),
+    (["train", "--epochs", "x"], "argument --epochs: 'x' is not a whole number"),
+    (["bench", "--limit", "x"], "argument --limit: 'x' is not a whole number"),
+    (["cache", "prune", "--older-than", "x"], "argument --older-than: 'x' is not a number"),
+])
+def test_a_numeric_option_that_is_no_number_is_refused_in_tesseras_words(capsys, argv, said):
+    """``--seed x`` said argparse's ``invalid int value: 'x'`` where ``--epochs x`` said Tessera's words."""
+    from flows.commands import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
