@@ -13,11 +13,13 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from operators.errors import TesseraError, close_names, plain_message, unknown_name_hint
+from operators.errors import TesseraError, close_names, plain_message, short_repr, unknown_name_hint
 from operators.home import tessera_home
 
 PACKAGED_FILE = Path(__file__).with_name("models.yaml")
@@ -46,6 +48,24 @@ class ModelAlias(BaseModel):
     model_source: str | None = Field(None, description="What vLLM loads for this model on GPUs (a Hugging Face "
                                      "id or a local path): a row-wise LLM step given GPUs on the Ray executor runs "
                                      "it through ray.data.llm; without one, GPU steps use the gateway too.")
+
+    @field_validator("api_base", mode="before")
+    @classmethod
+    def _server_url(cls, value: Any) -> Any:
+        """An ``api_base`` that is no http(s) URL naming a host (``localhost:8000``, ``5``) passed until a call
+        failed obscurely ("no server answers on localhost:8000 (InvalidSchema)"): refused as the file is read."""
+        if value is None:
+            return None
+        try:
+            parts = urlsplit(value) if isinstance(value, str) else None
+            good = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) \
+                and parts.port != 0 and not any(char.isspace() for char in value)
+        except ValueError:  # a port that is no number, or out of range
+            good = False
+        if not good:
+            raise ValueError(f"must be a server's URL, http:// or https:// and its host (such as "
+                             f"http://localhost:8000/v1), not {short_repr(value)}")
+        return value
 
     @property
     def provider(self) -> str:

@@ -181,3 +181,16 @@ def test_an_alias_that_is_neither_a_model_string_nor_a_mapping_says_what_it_may_
     models, err = refusal(tmp_path, monkeypatch, f"mine: {entry}\n")
     assert err.message == (f"the alias 'mine' in {models} is {given}: give a litellm model string ('provider/name') "
                            "or a mapping with a `model`") and err.field == "mine"
+
+
+@pytest.mark.parametrize("api_base", ["localhost:8000", "5", "''", "ftp://gpu-node/v1", "http://", "http://h:port/v1"])
+def test_an_api_base_that_is_no_servers_url_is_refused_naming_the_alias_field_and_file(tmp_path, monkeypatch,
+                                                                                       api_base):
+    """``api_base: localhost:8000`` passed until ``tessera models`` said "no server answers on localhost:8000
+    (InvalidSchema)" and every call failed; ``api_base: 5`` was pydantic's "Input should be a valid string"."""
+    models, err = refusal(tmp_path, monkeypatch, f"mine:\n  model: hosted_vllm/x\n  api_base: {api_base}\n")
+    assert err.field == "mine.api_base" and err.message.startswith(
+        "must be a server's URL, http:// or https:// and its host (such as http://localhost:8000/v1), not ")
+    assert err.message.endswith(f" (in {models})")
+    models.write_text("mine:\n  model: hosted_vllm/x\n  api_base: https://gpu-node:8000/v1\n")
+    assert aliases()["mine"].api_base == "https://gpu-node:8000/v1"
