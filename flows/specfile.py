@@ -91,8 +91,8 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
         raise _syntax_error(where, "JSON", err.msg, err.lineno, err.colno) from None
     except RecursionError:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec") from None
-    except SpecError as err:
-        raise SpecError(f"{where}{err.message}", field=err.field) from None
+    except _DuplicateKey as err:  # said as YAML says it: where the key is in the spec, and its lines
+        raise _json_duplicate(text, where, err.key) from None
     if nesting_depth(data) > MAX_DEPTH:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec")
     if not isinstance(data, dict):
@@ -122,14 +122,41 @@ def _empty(where: str, text: str) -> SpecError:
     return SpecError(f"{where}{what}{only}: a flow spec is a mapping with its 'steps'", field="spec")
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one object; JSON readers would "
-                            "silently keep the last", field=key[:100])
+            raise _DuplicateKey(key)
         seen[key] = value
     return seen
+
+
+def _json_duplicate(text: str, where: str, key: str) -> SpecError:
+    """A JSON spec's key given twice, with its place in the spec and its lines: JSON's reader knows neither, and JSON
+    text is YAML, whose reader (``load_yaml``) says both (its tabs as spaces: YAML refuses a tab before a token, and
+    JSON allows one only between tokens)."""
+    try:
+        load_yaml(text.replace("\t", " "))
+    except SpecError as err:
+        if "is given twice" in err.message:
+            return spec_file_error(f"{where}{err.message}", err.field)
+    return spec_file_error(f"{where}the key '{one_line(key, 200)}' is given twice in one object; JSON readers would "
+                           "silently keep the last", "spec")
+
+
+def spec_file_error(message: str, field: str | None) -> SpecError:
+    """A problem of a spec's text. Its field is the spec's own (``spec``, or a key's place in it: ``name``,
+    ``steps.bm25.params.k``), never a command's option of the same name: a key ``name`` given twice was said as
+    ``tessera flows save``'s ``NAME``, and a recipe's ``split`` as ``tessera train --split``."""
+    err = SpecError(message, field=field)
+    err.in_spec = True
+    return err
 
 
 def nesting_depth(data: Any) -> int:
@@ -165,11 +192,12 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
         node = loader.get_single_node()
         if node is not None:
             _check_size(node, where)
+            loader.places = _mapping_places(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         raise _yaml_error(where, err) from None
     except SpecError as err:
-        raise SpecError(f"{where}{err.message}", field=err.field) from None
+        raise spec_file_error(f"{where}{err.message}", err.field) from None
     finally:
         loader.dispose()
     if node is None:  # no document: an empty file, or one of comments
@@ -204,6 +232,7 @@ class _SpecLoader(yaml.SafeLoader):
     def __init__(self, stream: str):
         super().__init__(stream)
         self._depth = 0
+        self.places: dict[int, tuple[str, ...]] = {}  # each mapping node's keys from the top (``_mapping_places``)
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         self._depth += 1
@@ -222,11 +251,33 @@ class _SpecLoader(yaml.SafeLoader):
                 continue  # `<<` merges may be overridden on purpose
             key = self.construct_object(key_node)
             line = key_node.start_mark.line + 1
-            if key in seen:
+            if key in seen:  # its field is the key's place in the spec (steps.bm25.params.k), not the key alone
+                place = ".".join([*self.places.get(id(node), ()), str(key)[:100]])
                 raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one mapping (lines {seen[key]} and "
-                                f"{line}); YAML and JSON would silently keep the last", field=str(key)[:100])
+                                f"{line}); YAML and JSON would silently keep the last", field=place)
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+def _mapping_places(root: Node) -> dict[int, tuple[str, ...]]:
+    """Each mapping node's place in the document, by ``id``: the keys (and list positions) that lead to it from the
+    top, the first in the file for one an alias reuses. Walked once per node (``_check_size`` has refused a document
+    too large or an alias that holds itself)."""
+    places: dict[int, tuple[str, ...]] = {}
+    seen: set[int] = set()
+    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        node, place = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            places[id(node)] = place
+            pairs = [(value, (*place, str(key.value))) for key, value in node.value if isinstance(key, ScalarNode)]
+            stack.extend(reversed(pairs))  # popped in the document's order
+        elif isinstance(node, SequenceNode):
+            stack.extend(reversed([(child, (*place, str(i))) for i, child in enumerate(node.value)]))
+    return places
 
 
 def _check_size(root: Node, where: str) -> None:

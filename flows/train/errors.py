@@ -13,9 +13,8 @@ class TrainError(TesseraError):
 
 
 def read_recipe(path: Path) -> dict[str, Any]:
-    """A recipe file's mapping. Its text's problems are ``--spec``'s, naming the file: a key given twice was said of
-    the option spelt as that key (``split:`` twice as ``field '--split'``), and a file that is not UTF-8 text was
-    ``internal error: UnicodeDecodeError``."""
+    """A recipe file's mapping. Its text's problems are ``--spec``'s, naming the file (and, for a key given twice,
+    the key's place and lines): a file that is not UTF-8 text was ``internal error: UnicodeDecodeError``."""
     from flows.specfile import load_yaml, read_text
     from operators.errors import SpecError
 

@@ -17,10 +17,30 @@ def spec_error(text: str) -> SpecError:
 
 
 def test_a_key_given_twice_is_an_error_naming_it_in_yaml_and_json():
+    """Its field is the key's place in the spec (it was the key alone: ``k``, which a command took for its option)."""
     err = spec_error("steps:\n  top: {op: postprocess.reduce}\n  top: {op: analyze.word_count}\n")
-    assert err.field == "top" and "'top' is given twice" in err.message and "lines 2 and 3" in err.message
+    assert err.field == "steps.top" and "'top' is given twice" in err.message and "lines 2 and 3" in err.message
     err = spec_error('{"steps": {"t": {"op": "postprocess.reduce", "params": {"k": 10, "k": 3}}}}')
-    assert err.field == "k" and "'k' is given twice" in err.message
+    assert err.field == "steps.t.params.k" and "'k' is given twice" in err.message
+    err = spec_error("a: &a {x: 1}\nsteps:\n  - *a\n  - {op: p, params: {k: 1, k: 2}}\n")
+    assert err.field == "steps.1.params.k", err.field
+
+
+@pytest.mark.parametrize(("text", "field", "lines"), [
+    ("name: x\nname: y\nsteps: {}\n", "name", "lines 1 and 2"),
+    ('{"name": "x",\t"steps": {"t": {"op": "p", "params": {"index": "a",\n "index": "b"}}}}',
+     "steps.t.params.index", "lines 1 and 2"),
+])
+def test_a_spec_files_key_given_twice_is_named_as_the_specs_not_as_an_option(tmp_path, capsys, text, field, lines):
+    """``name:`` twice was ``field 'NAME'`` (``flows save``'s argument) and ``index:`` twice ``field 'index'``; a
+    JSON file's said neither the key's place nor its lines."""
+    from flows.commands import main
+
+    spec = tmp_path / ("twice.json" if text.startswith("{") else "twice.yaml")
+    spec.write_text(text, encoding="utf-8")
+    assert main(["flows", "save", "mine", str(spec)]) == 2
+    assert f"field '{field}': {spec}: the key '{field.rsplit('.', 1)[-1]}' is given twice in one mapping ({lines})" \
+        in capsys.readouterr().err
 
 
 def test_merge_keys_may_still_be_overridden():
