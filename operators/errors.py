@@ -139,6 +139,12 @@ def plain_message(error: dict) -> str:
 #: A union's branches that are JSON types, as pydantic names them in an error's ``loc``, in a client's words.
 _JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "none": "null",
                "date": "a date"}
+#: The same branches in a spec's (or a Python caller's) words, as ``_PARAM_KINDS`` says a param of one kind: "a
+#: list of strings", "a whole number", where an HTTP client reads JSON's "an array of strings", "an integer" (a
+#: boolean stays one: "true or false" among other kinds reads as two of them).
+_SPEC_KINDS = {**_JSON_KINDS, "int": "a whole number"}
+#: What a list is called, in a client's words and in a spec's.
+_LIST_WORDS = {"JSON": "an array", "spec": "a list"}
 
 
 def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str]]:
@@ -181,28 +187,30 @@ def _one_message(found: list[tuple[list[int], dict]], said: Any) -> str:
     if len(found) > 1 and all(at and at[-1] == len(e["loc"]) - 1 for at, e in found):
         from operators.json_tree import json_kind
 
-        return f"must be {_kinds_listed(found)}, not {json_kind(found[0][1].get('input'))}"
+        return f"must be {_kinds_listed(found, 'JSON')}, not {json_kind(found[0][1].get('input'))}"
     return "; ".join(dict.fromkeys(said(e) for _, e in found))
 
 
-def _kinds_listed(found: list[tuple[list[int], dict]]) -> str:
-    """The kinds of a union's branches that each refused a value: "a string or an array of strings"."""
-    kinds = list(dict.fromkeys(_branch_kind(str(e["loc"][-1])) for _, e in found))
-    if "a number" in kinds and "an integer" in kinds:
-        kinds.remove("an integer")
+def _kinds_listed(found: list[tuple[list[int], dict]], words: str) -> str:
+    """The kinds of a union's branches that each refused a value, in ``words`` (``_LIST_WORDS``' keys): a client's
+    "a string or an array of strings", a spec's "a string or a list of strings"."""
+    kinds = list(dict.fromkeys(_branch_kind(str(e["loc"][-1]), words) for _, e in found))
+    for whole in ("an integer", "a whole number"):
+        if "a number" in kinds and whole in kinds:
+            kinds.remove(whole)
     return ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
 
 
-def _branch_kind(part: str) -> str:
-    """A union's branch as pydantic names it (``list[str]``, ``RerankDocument``) in a client's words."""
+def _branch_kind(part: str, words: str) -> str:
+    """A union's branch as pydantic names it (``list[str]``, ``RerankDocument``) in ``words``."""
     if part.startswith("function-") and ", " in part:  # a validator's wrapper: function-after[check(), str]
-        return _branch_kind(part[part.rindex(", ") + 2:-1])
+        return _branch_kind(part[part.rindex(", ") + 2:-1], words)
     if part.startswith("list["):
-        inner = _branch_kind(part[5:-1])
-        return {"a string": "an array of strings", "an object": "an array of objects"}.get(inner, "an array")
+        inner = {"a string": "strings", "an object": "objects"}.get(_branch_kind(part[5:-1], words))
+        return f"{_LIST_WORDS[words]} of {inner}" if inner else _LIST_WORDS[words]
     if part.startswith("dict[") or part[:1].isupper():
         return "an object"
-    return _JSON_KINDS.get(part, part)
+    return (_JSON_KINDS if words == "JSON" else _SPEC_KINDS).get(part, part)
 
 
 class ParamsError(SpecError):
@@ -256,13 +264,14 @@ def param_problem(error: dict) -> str:
 
 def value_problem(error: dict, errors: list[dict] | None = None, *, quoted: bool = True) -> str:
     """One pydantic error of a field as a spec's author is told it: what the value must be (``param_problem``; a
-    value every branch of a union refused, each branch: "must be a string or an array of strings") and, where
+    value every branch of a union refused, each branch: "must be a string or a list of strings") and, where
     ``quoted``, the value given (``shown_value``). ``errors``: all of pydantic's, which say where a union is."""
     errors = errors or [error]
     loc, points = error["loc"], _branch_points(error, errors)
     if points and points[-1] == len(loc) - 1:  # the value itself is of no branch's kind
         said = "must be " + _kinds_listed([(at, e) for e in errors if e["loc"][:-1] == loc[:-1]
-                                           and (at := _branch_points(e, errors)) and at[-1] == len(e["loc"]) - 1])
+                                           and (at := _branch_points(e, errors)) and at[-1] == len(e["loc"]) - 1],
+                                          "spec")
     else:
         said = param_problem(error)
     quoted = quoted and error["type"] not in _UNQUOTED

@@ -85,7 +85,7 @@ def test_a_flow_whose_index_settings_no_index_takes_is_not_saved(home, tmp_path,
     assert f"field 'index_settings.dense_type': {spec}, line 1: must be 'flat'" in capsys.readouterr().err
     spec.write_text("index_settings: {stopwords: no}\n" + BM25)  # Norwegian's code, read by YAML as false
     assert main(["flows", "save", "enc", str(spec)]) == 2
-    assert f"field 'index_settings.stopwords': {spec}, line 1: must be a string or an array of strings (got false); " \
+    assert f"field 'index_settings.stopwords': {spec}, line 1: must be a string or a list of strings (got false); " \
         "YAML reads unquoted no" in capsys.readouterr().err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
 

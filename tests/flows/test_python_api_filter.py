@@ -41,7 +41,7 @@ def test_search_keeps_the_matching_chunks_and_still_returns_k(index):
 
 @pytest.mark.parametrize("bad, field, said", [
     ({"field": "year"}, "filter", "'field: year' has no condition"),
-    ({"country": 3}, "filter.country", "must be a string or an array of strings (got 3)"),
+    ({"country": 3}, "filter.country", "must be a string or a list of strings (got 3)"),
     ({"field": "year", "gte": 2020, "colour": "red"}, "filter.colour", "unknown parameter"),
     ("year >= 2020", "filter", "must be an object (names and values) (got 'year >= 2020')"),
 ])

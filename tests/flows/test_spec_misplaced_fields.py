@@ -102,7 +102,7 @@ BM25 = {"op": "retrieve.bm25"}
     ({"steps": {"b": BM25}, "index_settings": {"dim": "abc"}}, "index_settings.dim",
      "must be a whole number (got 'abc')"),
     ({"steps": {"b": BM25}, "index_settings": {"stopwords": 5}}, "index_settings.stopwords",
-     "must be a string or an array of strings (got 5)"),
+     "must be a string or a list of strings (got 5)"),
     ({"steps": {"b": BM25}, "index_settings": [1]}, "index_settings", "index_settings are a mapping of setting "
      "names to values (index_settings: {encoder: NAME}), got an array [1]"),
 ])

@@ -238,8 +238,8 @@ def test_the_filter_is_a_json_schema_param():
 @pytest.mark.parametrize("spatial, field, says", [
     ({"region": ["Europe", 3]}, "params.filter.region.1", "must be a string (got 3)"),
     ({"country": {"code": "FR"}}, "params.filter.country",
-     "must be a string or an array of strings (got {'code': 'FR'})"),
-    ({"any": [{"region": 5}]}, "params.filter.any.0.region", "must be a string or an array of strings (got 5)"),
+     "must be a string or a list of strings (got {'code': 'FR'})"),
+    ({"any": [{"region": 5}]}, "params.filter.any.0.region", "must be a string or a list of strings (got 5)"),
     ({"field": "year", "in": [[2019]]}, "params.filter.in.0",
      "must be a boolean, a number, a date or a string (got [2019])"),
 ])
@@ -266,3 +266,24 @@ def test_missing_keeps_the_rows_without_a_value_which_every_other_condition_drop
     assert matching({"not": {"field": "year", "missing": True}}) == ["d0", "d1", "d2", "d3", "d4"]
     null_column = docs().append_column("draft", pa.nulls(6))
     assert filter_table(null_column, MetadataFilter.model_validate({"field": "draft", "missing": True})).num_rows == 6
+
+
+@pytest.mark.parametrize("annotation, value, said", [
+    ("str | list[str]", 5, "must be a string or a list of strings (got 5)"),
+    ("int | list[int]", "x", "must be a whole number or a list (got 'x')"),
+    ("int | float", "x", "must be a number (got 'x')"),
+])
+def test_a_params_union_is_worded_as_a_lists_param_is_not_in_jsons_words(annotation, value, said):
+    """A param of ``list[str]`` said "must be a list" where one of ``str | list[str]`` said "an array of strings",
+    JSON's words, which only an HTTP body's own fields keep (``client_problems``)."""
+    from pydantic import ValidationError, create_model
+
+    from operators.errors import client_problems, value_problem
+
+    model = create_model("Params", p=(eval(annotation), ...))
+    with pytest.raises(ValidationError) as err:
+        model(p=value)
+    errors = err.value.errors()
+    assert value_problem(errors[0], errors) == said
+    if annotation.startswith("str"):
+        assert client_problems(errors) == [("p", "must be a string or an array of strings, not a number")]
