@@ -269,9 +269,9 @@ def test_missing_keeps_the_rows_without_a_value_which_every_other_condition_drop
 
 
 @pytest.mark.parametrize("annotation, value, said", [
-    ("str | list[str]", 5, "must be a string or a list of strings (got 5)"),
-    ("int | list[int]", "x", "must be a whole number or a list (got 'x')"),
-    ("int | float", "x", "must be a number (got 'x')"),
+    (str | list[str], 5, "must be a string or a list of strings (got 5)"),
+    (int | list[int], "x", "must be a whole number or a list (got 'x')"),
+    (int | float, "x", "must be a number (got 'x')"),
 ])
 def test_a_params_union_is_worded_as_a_lists_param_is_not_in_jsons_words(annotation, value, said):
     """A param of ``list[str]`` said "must be a list" where one of ``str | list[str]`` said "an array of strings",
@@ -280,10 +280,10 @@ def test_a_params_union_is_worded_as_a_lists_param_is_not_in_jsons_words(annotat
 
     from operators.errors import client_problems, value_problem
 
-    model = create_model("Params", p=(eval(annotation), ...))
+    model = create_model("Params", p=(annotation, ...))
     with pytest.raises(ValidationError) as err:
         model(p=value)
     errors = err.value.errors()
     assert value_problem(errors[0], errors) == said
-    if annotation.startswith("str"):
+    if annotation == str | list[str]:
         assert client_problems(errors) == [("p", "must be a string or an array of strings, not a number")]
