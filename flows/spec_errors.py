@@ -23,9 +23,12 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field. An unknown field
     comes first, with the close names of its neighbours: a misspelt required field (``placement: {deploymnet:
     ...}``) is also a missing one, and the name written is what the author must fix. ``models``: the spec's, a
-    step's and a placement's pydantic models (``flows.spec`` passes them: it imports this module)."""
+    step's and a placement's pydantic models (``flows.spec`` passes them: it imports this module). Of several, the
+    first in the file (``data``'s order): ``index_settings`` written above a bad step was said after it, in the
+    order of the spec's model."""
     errors = err.errors()
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    first = min(errors, key=lambda error: _place_in(data, error)) if isinstance(data, dict) else \
+        next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(part) for part in first["loc"]]
     if isinstance(setting := (first.get("ctx") or {}).get("error"), SettingProblem) and setting.key is not None:
         loc.append(setting.key)  # index_settings.KEY, as a param's field is named
@@ -61,6 +64,24 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=field)
+
+
+def _place_in(data: dict, error: dict) -> tuple[int, ...]:
+    """Where ``error`` is in the spec as written: the position of each key (or list item) of its ``loc`` in its
+    mapping, in the file's order. A key left out (``missing``) comes after the ones written, so an unknown key, often
+    a misspelt one, is named before the required key it leaves missing; a union's branch (``str``) is no place."""
+    place, value = [], data
+    for part in error["loc"]:
+        if isinstance(value, dict):
+            keys = list(value)
+            if part not in value:
+                return (*place, len(keys))
+            place.append(keys.index(part))
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            place.append(part)
+            value = value[part]
+    return tuple(place)
 
 
 class SettingProblem(ValueError):

@@ -122,3 +122,20 @@ def test_an_index_setting_in_a_file_names_its_line(tmp_path):
     with pytest.raises(SpecError) as caught:
         FlowSpec.load(str(path))
     assert str(caught.value) == f"field 'index_settings.dim': {path}, line 3: must be a whole number (got 'abc')"
+
+
+@pytest.mark.parametrize("text, field", [
+    ("index_settings: {stopwords: 5}\nsteps:\n  b: {op: retrieve.bm25, inputs: 5}\n", "index_settings.stopwords"),
+    ("steps:\n  b: {op: retrieve.bm25, inputs: 5}\nindex_settings: {stopwords: 5}\n", "steps.b.inputs"),
+    ("output: 5\nsteps:\n  b: {op: retrieve.bm25, inputs: 5}\n", "output"),
+    ("steps:\n  a: {op: retrieve.bm25, inputs: 5}\n  b: {opp: retrieve.bm25}\n", "steps.a.inputs"),
+    ("steps:\n  b: {opp: retrieve.bm25}\n", "steps.b.opp"),  # the key misspelt, not the `op` it leaves out
+])
+def test_of_several_errors_in_a_spec_the_first_in_the_file_is_said(tmp_path, text, field):
+    """``index_settings`` above a bad step was said after it (the order of the spec's model), and an unknown key of
+    a later step before the error of an earlier one."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.load(str(path))
+    assert caught.value.field == field, caught.value
