@@ -53,8 +53,9 @@ def test_a_cpu_head_a_cpu_group_and_a_gpu_group_from_zero(config):
 
 def test_every_node_installs_tessera_gpu_from_the_mounted_clone(config):
     mounts = config["file_mounts"]
-    assert [Path(REPO / src).resolve() for src in mounts.values()] == [REPO]
-    clone = next(iter(mounts))
+    clones = [dst for dst, src in mounts.items() if Path(REPO / src).resolve() == REPO]
+    assert len(clones) == 1
+    clone = clones[0]
     install = " ".join(config["setup_commands"])
     assert f"cd {clone}" in install and '-e ".[gpu' in install
     assert not any(t.get("worker_setup_commands") for t in config["available_node_types"].values()), \
@@ -67,6 +68,29 @@ def test_the_head_deploys_a_serve_config_of_the_repository(config):
     target = REPO / deploys[0][-1]
     assert target.is_file(), f"the head deploys {target}, which is not in the repository"
     assert yaml.safe_load(target.read_text(encoding="utf-8"))["applications"]
+
+
+def ray_starts(commands: list[str]) -> list[dict[str, str]]:
+    """The environment each ``ray start`` of ``commands`` sets in front of itself (``VAR=value ray start ...``)."""
+    starts = []
+    for command in commands:
+        words = shlex.split(command)
+        if "ray" in words and words[words.index("ray") + 1:words.index("ray") + 2] == ["start"]:
+            assignments = words[:words.index("ray")]
+            starts.append(dict(a.split("=", 1) for a in assignments if "=" in a))
+    return starts
+
+
+def test_every_node_starts_ray_with_token_authentication(config):
+    """The dashboard and job API listen on 0.0.0.0:8265: without a token anyone reaching it could submit a job that
+    reads TESSERA_API_KEYS (cluster/README.md). ``ray start`` with RAY_AUTH_MODE=token reads ~/.ray/auth_token,
+    which the file mounts put on every node, and refuses to start without it."""
+    head, workers = ray_starts(config["head_start_ray_commands"]), ray_starts(config["worker_start_ray_commands"])
+    assert len(head) == 1 and len(workers) == 1
+    assert [env.get("RAY_AUTH_MODE") for env in head + workers] == ["token", "token"]
+    assert "--env RAY_AUTH_MODE=token" in config["docker"]["run_options"], \
+        "serve deploy and commands run on the nodes must send the token too"
+    assert config["file_mounts"].get("~/.ray/auth_token") == "~/.ray/auth_token"
 
 
 @pytest.mark.parametrize("breakage, reason", [
