@@ -243,11 +243,14 @@ class _Run:
         failures = [Failure.from_dict(f) for f in result.failures]
         again = 0  # documents of this shard that an earlier shard of this run committed (a copy of an id, replace)
         gone = 0  # chunks of those earlier copies, which this shard's commit took out of the index
-        self.committed = True  # the ledger holds this run's work from here on: its index folder stays
+        # ``committed`` is set once the shard is recorded: a run interrupted in its first commit before then (Ctrl-C
+        # while it waits for the lock or writes) is a run that failed before its first commit, and ``_undo`` takes
+        # back the shard-less manifest it made (one interrupted just after the write finds the shard and keeps it)
         if result.info is None:  # every document failed: the ledger's attempt is the shard's commit
             if not self._record_empty(result.shard, failures):
                 self._done_elsewhere(result.shard)
                 return
+            self.committed = True
         else:
             info = ShardInfo.model_validate_json(result.info)
             replaced = self.index.shard_doc_ids(info) if self.replace else set()
@@ -257,6 +260,7 @@ class _Run:
                 done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
                                          before_write=lambda: self.ledger.record_attempt(result.shard, failures),
                                          refuse_live_doc_ids=refused.other_sources(self.stager and self.stager.key))
+                self.committed = True
                 self.delete_doc_ids = set()
             except BaseException as error:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])

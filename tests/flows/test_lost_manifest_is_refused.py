@@ -98,3 +98,42 @@ def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path,
     assert resumed.returncode == 0, resumed.stderr
     doc_ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
     assert len(set(doc_ids)) == DOCS and len(doc_ids) == len(Index.open(index))  # each once
+
+
+@pytest.mark.parametrize("moment, folder_was_there", [("commit", False), ("ledger", True)])
+def test_ctrl_c_in_the_first_commit_leaves_no_manifest_without_its_shard(tmp_path, monkeypatch, capsys, corpus,
+                                                                         moment, folder_was_there):
+    """Ctrl-C in an ingest's first commit (waiting for the index's lock, or under it after the failure ledger's
+    write, before the manifest's) left the manifest the run had made with no shard: ``index info`` and searches
+    showed an empty index of generation 0 until the next run. It is now a run stopped before its first commit: the
+    folder it made goes, and a folder that was there keeps the staged source, which opening it says resumes."""
+    from flows.ingestion.ledger import Ledger
+
+    home, index = tmp_path / "home", tmp_path / "i"
+    if folder_was_there:
+        index.mkdir()
+    record_attempt = Ledger.record_attempt
+
+    def interrupted(*args, **kwargs):
+        if moment == "ledger":
+            record_attempt(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    args = ["ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "48", "--executor", "local",
+            "--no-dense", "--quiet"]
+    with monkeypatch.context() as patch:
+        patch.setattr(*((Index, "commit") if moment == "commit" else (Ledger, "record_attempt")), interrupted)
+        assert in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys).returncode == 130
+    assert not (index / "manifest.json").exists()
+    if not folder_was_there:
+        assert not index.exists()
+        return
+    for command in (["index", "info", str(index)], ["run", "bm25", "--index", str(index), "--queries", "bees"]):
+        said = in_process(*command, home=home, monkeypatch=monkeypatch, capsys=capsys)
+        assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
+        assert f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted" in said.stderr
+        assert said.stderr.rstrip().endswith(f"resumes it: tessera ingest --source {corpus} --index {index} "
+                                             "--shard-size 48 --no-dense"), said.stderr
+    assert in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    doc_ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
+    assert len(set(doc_ids)) == DOCS and len(doc_ids) == len(Index.open(index))  # each once
