@@ -97,12 +97,9 @@ class CsvSource(Source):
                 if left == 0:
                     return
 
-    def read_row(self, path: str, line: int) -> pa.Table | BadRow:
-        """The row of ``path`` that begins on ``line``, read again (``--retry-failed``), or why it is still bad."""
-        return self.read_rows_at(path, [line])[line]
-
     def read_rows_at(self, path: str, lines: Collection[int]) -> dict[int, pa.Table | BadRow]:
-        """``read_row`` of each of ``lines``, in one pass over the file."""
+        """The row of ``path`` that begins on each of ``lines``, read again (``--retry-failed``) in one pass over the
+        file, or why it is still bad."""
         return {line: self._row_document(path, line, got)
                 for line, got in read_rows_at(path, lines, self._format(), self).items()}
 

@@ -91,13 +91,13 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
     docs = pa.concat_tables(t for t in items if isinstance(t, pa.Table))
     assert docs.to_pylist() == [{"docno": "r1", "text": "two\r\nlines", "n": 1},
                                 {"docno": "r4", "text": "fine", "n": 4}, {"docno": "r6", "text": "swallowed", "n": 6}]
-    assert op.read_row(str(path), 9).to_pylist() == [{"docno": "r6", "text": "swallowed", "n": 6}]
-    assert op.read_row(str(path), 6).reason.startswith("not valid UTF-8 (byte 0xff at byte 8 of line 6)")
-    assert op.read_row(str(path), 3).reason == "no record of the file begins on line 3 now"
     at = op.read_rows_at(str(path), [9, 6, 3, 2])  # one pass, each row as read alone
+    assert at[9].to_pylist() == [{"docno": "r6", "text": "swallowed", "n": 6}]
+    assert at[6].reason.startswith("not valid UTF-8 (byte 0xff at byte 8 of line 6)")
+    assert at[3].reason == "no record of the file begins on line 3 now"
     assert {line: got.to_pylist() if isinstance(got, pa.Table) else got for line, got in at.items()} == {
         line: got.to_pylist() if isinstance(got, pa.Table) else got
-        for line, got in ((line, op.read_row(str(path), line)) for line in (9, 6, 3, 2))}
+        for line, got in ((line, op.read_rows_at(str(path), [line])[line]) for line in (9, 6, 3, 2))}
     with pytest.raises(SourceError, match=r"docs.csv, line 4: not valid CSV"):
         op(pa.table({}))
     stray = tmp_path / "stray.csv"  # q1's stray quote is closed by q2's: q2 is read again from its own line
@@ -137,7 +137,7 @@ def test_quotes_read_as_text_with_quote_char_null(tmp_path):
     assert [b.line for b in bad] == [2, 4] and all("quote_char: null" in b.reason for b in bad)
     op = create("sources.csv", {"path": str(path), "delimiter": "\t", "id_field": "id", "quote_char": None})
     assert op(pa.table({})).column("text").to_pylist() == ['"Hello" he said', 'a 5" screen', '"never closed', "last"]
-    assert op.read_row(str(path), 4).column("text").to_pylist() == ['"never closed']
+    assert op.read_rows_at(str(path), [4])[4].column("text").to_pylist() == ['"never closed']
 
 
 def test_rows_read_again_together_keep_the_types_each_has_alone(tmp_path):
@@ -155,7 +155,7 @@ def test_rows_read_again_together_keep_the_types_each_has_alone(tmp_path):
     rows = "".join(f"r{i},{hashlib.sha256(bytes(i)).hexdigest()}\n" for i in range(4000))
     whole = gzip.compress(f"_id,text\n{rows}".encode())
     cut.write_bytes(whole[:len(whole) // 2])
-    alone = {line: op.read_row(str(cut), line) for line in (2, 500, 3000, 3900)}
+    alone = {line: op.read_rows_at(str(cut), [line])[line] for line in (2, 500, 3000, 3900)}
     assert alone[500].to_pylist()[0]["docno"] == "r498" and alone[3900] == alone[3000]
     assert alone[3000].reason.startswith("cannot read the file from line")
     got = op.read_rows_at(str(cut), [3900, 500, 3000, 2])
