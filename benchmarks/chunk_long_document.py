@@ -6,9 +6,9 @@ tokenizer holds some 150 bytes a character while it encodes: one 8 MB document t
 slices (``operators/preprocess/_model_windows.py``: ``SLICE_CHARS``, ``BATCH_CHARS``).
 
 The document is ``--mb`` MB of a BEIR corpus's texts joined by newlines, beside 50 of its short ones. Each side
-runs ``preprocess.chunk`` in a fresh process, with ``piece_windows`` of ``--before`` (a git revision) or of this
-checkout; it prints the process's peak RSS, what it held before chunking, seconds, and whether the chunks and
-their piece ids are the same:
+runs ``preprocess.chunk`` in a fresh process, with the ``operators`` package of ``--before`` (a git revision) or of
+this checkout; it prints the process's peak RSS (read before the chunks are compared), its RSS before chunking,
+seconds, and whether the chunks and their piece ids are the same:
 
     .venv/bin/python benchmarks/chunk_long_document.py --before c07db002 [--mb 8] [--corpus CORPUS.jsonl]
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from _common import REPO_ROOT, SCIFACT, checked_args, run  # (puts the repository on sys.path)
 
-MODULE = "operators/preprocess/_model_windows.py"
 PARAMS = {"unit": "tokens", "size": 200, "overlap": 32, "tokenizer": "all-MiniLM-L6-v2", "pieces_column": "pieces"}
 
 
@@ -44,25 +43,22 @@ def documents(corpus: Path, mb: float):
     return pa.table({"docno": [f"d{i}" for i in range(len(docs))], "text": docs})
 
 
-def worker(module_path: str, corpus: Path, mb: float) -> None:
-    """One side, in its own process: the peak RSS is this process's."""
-    from operators.preprocess import chunk
+def worker(root: str, corpus: Path, mb: float) -> None:
+    """One side, in its own process, with the ``operators`` package under ``root``: the peak RSS is this process's."""
+    sys.path.insert(0, root)
     from operators.registry import create
 
-    spec = importlib.util.spec_from_file_location("windows_under_test", module_path)
-    windows = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(windows)
-    chunk.piece_windows = windows.piece_windows  # the Chunker calls it by this name
     table = documents(corpus, mb)
     chunker = create("preprocess.chunk", PARAMS)
     chunker.ensure_setup()
-    held = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    held = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024  # RSS now, KB
     started = time.perf_counter()
     out = chunker(table)
     seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the chunks are read into Python to compare
     digest = hashlib.sha256(json.dumps([out.column("text").to_pylist(), out.column("pieces").to_pylist()])
                             .encode()).hexdigest()
-    print(json.dumps({"seconds": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    print(json.dumps({"seconds": seconds, "peak_mb": peak / 1024,
                       "held_mb": held / 1024, "chunks": out.num_rows, "digest": digest}))
 
 
@@ -72,13 +68,12 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=8.0, help="the long document's size in MB")
     parser.add_argument("--corpus", type=Path, default=SCIFACT, help="a BEIR corpus.jsonl whose texts make it")
     args = checked_args(parser)
-    old = subprocess.run(["git", "show", f"{args.before}:{MODULE}"], cwd=REPO_ROOT, check=True, capture_output=True,
-                         text=True).stdout
-    with tempfile.TemporaryDirectory() as folder:
-        before = Path(folder) / "windows_before.py"
-        before.write_text(old)
+    with tempfile.TemporaryDirectory() as before:
+        archive = subprocess.run(["git", "archive", args.before, "operators"], cwd=REPO_ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
         sides = {}
-        for name, path in (("before", before), ("now", REPO_ROOT / MODULE)):
+        for name, path in (("before", before), ("now", REPO_ROOT)):
             done = subprocess.run([sys.executable, __file__, "--worker", str(path), str(args.corpus), str(args.mb)],
                                   check=True, capture_output=True, text=True)
             sides[name] = json.loads(done.stdout.splitlines()[-1])

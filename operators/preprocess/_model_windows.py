@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from operators.preprocess._chunk_units import LONG_GAP_CHARS, LONG_UNIT_CHARS, PART_CHARS
 
@@ -85,7 +86,7 @@ def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continua
     for t, (text, encoding) in enumerate(zip(texts, _encoded(texts, tokenizer, continues))):
         wins, n = None, len(encoding)
         if n and (n > size or len(text) > size * PART_CHARS):
-            encoding = encoding if isinstance(encoding, _Pieces) else _Pieces.of(encoding, 0, continues)
+            encoding = encoding if isinstance(encoding, _Pieces) else _Pieces.of(encoding, 0, len(text), continues)
             spans, origin = _cut_long(encoding.offsets)
             wins = _windows(spans, size, overlap, np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1)
         if wins is None or (len(wins) == 1 and n <= size):
@@ -94,18 +95,31 @@ def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continua
             continue
         for i, (first, stop) in enumerate(wins):
             text_of.append(t), index.append(i), chunks.append(text[spans[first, 0]: spans[stop - 1, 1]])
-            whole = continuation and (first == 0 or origin[first - 1] != origin[first]) and (
-                stop == len(origin) or origin[stop] != origin[stop - 1])  # not inside a piece cut into parts
-            begin, end = int(origin[first]), int(origin[stop - 1]) + 1
+            whole = continuation and (origin is None or (first == 0 or origin[first - 1] != origin[first]) and (
+                stop == len(origin) or origin[stop] != origin[stop - 1]))  # not inside a piece cut into parts
+            begin, end = (first, stop) if origin is None else (int(origin[first]), int(origin[stop - 1]) + 1)
             whole = whole and not encoding.continues[begin] and (end == n or not encoding.continues[end])
             ids.append(encoding.ids[begin:end] if whole else None)
     return text_of, index, chunks, ids
 
 
+def piece_id_lists(ids: list) -> pa.ListArray:
+    """``piece_windows``'s piece ids as an Arrow column of int32 lists, null where None, gathered into one array
+    first: ``pa.array`` of a list of numpy arrays held some 10 bytes a piece over its result while it converted (a
+    long text's peak came there), and took twice as long over lists of Python ints."""
+    lengths = np.fromiter((0 if one is None else len(one) for one in ids), np.int64, len(ids))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())  # over 2**31 pieces: an error
+    held = [np.asarray(one, np.int32) for one in ids if one is not None]
+    values = np.concatenate(held) if held else np.zeros(0, np.int32)
+    nulls = pa.array([one is None for one in ids], pa.bool_())
+    return pa.ListArray.from_arrays(offsets, pa.array(values), mask=nulls)
+
+
 #: A text of more than ``SLICE_CHARS`` characters is tokenized in slices of about that many, and texts are given to
 #: the tokenizer ``BATCH_CHARS`` characters at a time: the Rust tokenizer holds some 150 bytes a character while it
 #: encodes and an ``Encoding`` some 400 bytes a piece, so one text of 8 MB tokenized whole took 1.2 GB. A long text
-#: keeps only its pieces' ids, offsets and continuation flags (about 21 bytes a piece).
+#: keeps only its pieces' ids, offsets and continuation flags (13 bytes a piece: offsets are int32 in a text of
+#: under 2**31 characters).
 SLICE_CHARS, BATCH_CHARS = 1 << 16, 1 << 19
 #: Where a slice may end: at a single space between two non-spaces, the next slice beginning with that space. The
 #: pieces are those of the whole text for a tokenizer that splits at spaces (BERT's WordPiece) and for those that
@@ -126,16 +140,30 @@ class _Pieces:
         return len(self.ids)
 
     @classmethod
-    def of(cls, encoding, start: int, continues: _ContinuationIds) -> _Pieces:
+    def of(cls, encoding, start: int, length: int, continues: _ContinuationIds) -> _Pieces:
+        """The pieces of ``encoding``, a slice of a text of ``length`` characters from ``start``."""
         ids = np.asarray(encoding.ids, dtype=np.int32)
-        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2) + start
+        offsets = np.asarray(encoding.offsets, dtype=_index_type(length)).reshape(-1, 2)
+        offsets += start
         return cls(ids, offsets, continues(ids))
 
     @classmethod
     def join(cls, parts: list[_Pieces]) -> _Pieces:
-        flags = [p.continues for p in parts]
-        return cls(np.concatenate([p.ids for p in parts]), np.concatenate([p.offsets for p in parts]),
-                   None if flags[0] is None else np.concatenate(flags))
+        """One text's pieces from its slices', an array at a time, each part's let go once copied: the text's
+        pieces are held twice over only one array's worth (joined whole, they were all held twice)."""
+        fields = []
+        for name in ("ids", "offsets", "continues"):
+            held = [getattr(part, name) for part in parts]
+            for part in parts:
+                setattr(part, name, None)
+            fields.append(None if held[0] is None else np.concatenate(held))
+            del held
+        return cls(*fields)
+
+
+def _index_type(length: int):
+    """The integer type that holds a position (or a count) up to ``length``."""
+    return np.int32 if length < 2**31 else np.int64
 
 
 class _ContinuationIds:
@@ -186,7 +214,7 @@ def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
             if a == 0 and last:
                 yield encoding
                 continue
-            parts.append(_Pieces.of(encoding, a, continues))
+            parts.append(_Pieces.of(encoding, a, len(texts[t]), continues))
             if last:
                 yield _Pieces.join(parts)
                 parts.clear()
@@ -204,18 +232,24 @@ def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
         yield from flush()
 
 
-def _cut_long(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cut_long(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The pieces' character spans with each one of more than ``LONG_UNIT_CHARS`` characters cut into parts of
-    ``PART_CHARS``, and the piece each span is of."""
-    lengths = spans[:, 1] - spans[:, 0]
-    long = lengths > LONG_UNIT_CHARS
-    if not long.any():
-        return spans, np.arange(len(spans))
-    parts = np.where(long, -(-lengths // PART_CHARS), 1)
-    origin = np.repeat(np.arange(len(spans)), parts)
-    begin = spans[origin, 0] + (np.arange(len(origin)) - np.repeat(np.cumsum(parts) - parts, parts)) * PART_CHARS
-    end = np.where(long[origin], np.minimum(begin + PART_CHARS, spans[origin, 1]), spans[origin, 1])
-    return np.stack([begin, end], axis=1), origin
+    ``PART_CHARS``, and the piece each span is of (None where no piece is cut: each span is its own piece). Only
+    the long pieces' parts are computed apart: arrays of the whole text's length each took 8 bytes a piece."""
+    long_at = np.flatnonzero(spans[:, 1] - spans[:, 0] > LONG_UNIT_CHARS)
+    if not len(long_at):
+        return spans, None
+    counts = -(-(spans[long_at, 1] - spans[long_at, 0]) // PART_CHARS)  # the parts of each long piece
+    parts = np.ones(len(spans), _index_type(len(spans) + int(counts.sum())))
+    parts[long_at] = counts
+    origin = np.repeat(np.arange(len(spans), dtype=parts.dtype), parts)
+    del parts
+    cut = spans[origin]
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a part's place in its piece
+    rows = np.repeat(long_at + np.cumsum(counts - 1) - (counts - 1), counts) + within
+    cut[rows, 0] = np.repeat(spans[long_at, 0], counts) + within * PART_CHARS
+    cut[rows, 1] = np.minimum(cut[rows, 0] + PART_CHARS, np.repeat(spans[long_at, 1], counts))
+    return cut, origin
 
 
 def _windows(spans: np.ndarray, size: int, overlap: int, breaks: np.ndarray) -> list[tuple[int, int]]:

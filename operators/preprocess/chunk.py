@@ -13,7 +13,7 @@ from operators.base import Operator
 from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
 from operators.preprocess._model_windows import (ChunkTokenizerError, continuation_prefix, model_tokenizer,
-                                                  piece_windows, tokenizer_file)
+                                                  piece_id_lists, piece_windows, tokenizer_file)
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[
@@ -159,7 +159,7 @@ class Chunker(Operator):
         ):
             out = set_column(out, name, values)
         if p.pieces_column:
-            out = set_column(out, p.pieces_column, pa.array(pieces, pa.list_(pa.int32())))
+            out = set_column(out, p.pieces_column, piece_id_lists(pieces))
         return out
 
     def _span_chunks(self, texts: pa.Array):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tracemalloc
 from pathlib import Path
 
 import pyarrow as pa
@@ -252,3 +253,25 @@ def test_slices_cut_inside_words_and_runs_of_spaces_give_the_whole_texts_pieces(
     assert len(expected[0]) > 10
     assert any(text[end - 1].isalpha() and text[end].isalpha() for end in ends)  # a nominal end inside a word
     assert any(text[end - 1].isspace() and text[end].isspace() for end in ends)  # inside a run of spaces
+
+
+def test_a_long_documents_pieces_are_held_once_while_it_is_cut(monkeypatch):
+    """A long text's pieces (ids, offsets) were all held twice while its slices' were joined, with int64 offsets,
+    and ``_cut_long`` made several arrays of the whole text's length of 8 bytes a piece: some 100 bytes a piece at
+    the peak of Python's and numpy's allocations (over a short text's). Now about 30: int32 offsets, joined an
+    array at a time, and only the long pieces' parts computed apart (docs/results.md: chunk_long_document)."""
+    texts = sample_documents(200).column("text").to_pylist()
+    long_text = "\n".join(texts * 2 + ["x" * 300])  # a piece of over LONG_UNIT_CHARS is cut into parts
+    tokenizer = model_tokenizer(MODEL)
+    pieces = len(tokenizer.encode(long_text, add_special_tokens=False).ids)
+    monkeypatch.setattr(_model_windows, "SLICE_CHARS", 1 << 12)  # what one slice's encoding holds is a small part
+    monkeypatch.setattr(_model_windows, "BATCH_CHARS", 1 << 13)
+    peaks = []
+    for text in (texts[0] * 3, long_text):  # the short one's: what does not grow with the text
+        tracemalloc.start()
+        try:
+            _model_windows.piece_windows([text], tokenizer, 200, 32)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert peaks[1] - peaks[0] < 50 * pieces, (peaks[1] - peaks[0]) / pieces
