@@ -62,8 +62,7 @@ class Index:
         elif isinstance(store, (str, os.PathLike)):  # Index(path), as a notebook writes it: Index.open(path)
             store = Index.open(store).store
         elif not isinstance(store, StoreIndex):  # None, a number: a bare AttributeError at the first search before
-            raise SpecError(f"Index takes an index's folder or name (or an open index), got {type(store).__name__} "
-                            f"{short_repr(store)}", field="path")
+            raise _not_an_index("Index", store)
         self.store = store          # operators.store.Index: shards, documents, add/update/delete
         self.report = report        # what the ingestion that returned this index did, if one did
 
@@ -77,10 +76,7 @@ class Index:
         if isinstance(path, Index):
             return cls(path)
         if not isinstance(path, (str, os.PathLike)):  # resolve_index's error named no argument
-            from operators.store.errors import IndexStoreError
-
-            raise IndexStoreError(f"Index.open takes an index's folder (a path) or name, or an open Index; got "
-                                  f"{type(path).__name__} {short_repr(path)}", field="path")
+            raise _not_an_index("Index.open", path)
         with _resume_said():
             return cls(StoreIndex.open(resolve_index(path)))
 
@@ -308,6 +304,15 @@ class Flow:
         from flows import store
 
         return store.save_kept(name, self.unbound, force=force)[0]
+
+
+def _not_an_index(call: str, given: Any) -> TesseraError:
+    """``Index(x)``'s and ``Index.open(x)``'s refusal of an ``x`` that is no index: the same error from both (it was a
+    ``SpecError`` from one, an ``IndexStoreError`` from the other), naming ``path`` and what it got."""
+    from operators.store.errors import IndexArgumentError
+
+    return IndexArgumentError(f"{call} takes an index's folder (a path) or name, or an open Index; got "
+                              f"{type(given).__name__} {short_repr(given)}", field="path")
 
 
 def _with_index_paths(source: dict) -> dict:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.errors import TesseraError
+from operators.errors import SpecError, TesseraError
 
 
 class IndexStoreError(TesseraError):
     """Base of every index error."""
+
+
+class IndexArgumentError(IndexStoreError, SpecError):
+    """``flows.api.Index(x)`` or ``Index.open(x)`` given no index's folder or name (None, a number): one class for
+    both, a ``SpecError`` as the Python API's other bad arguments are and an ``IndexStoreError`` as ``Index.open``'s
+    other refusals are, so an except-clause for either catches it from either call."""
 
 
 class IndexNotFoundError(IndexStoreError):
