@@ -205,8 +205,8 @@ class Flow:
             spec = source
         elif isinstance(source, Flow):  # another index for a flow loaded before
             spec = source.unbound
-        elif isinstance(source, dict):  # a step's params.index may be a Path or an Index, as index= may
-            spec = FlowSpec.parse(_with_index_paths(source))
+        elif isinstance(source, dict):  # a step's params.index may be a Path or an Index, as index= may (parse)
+            spec = FlowSpec.parse(source)
         elif isinstance(source, (str, os.PathLike)):
             spec = load_request(os.fspath(source))[0]
         else:  # None or a number was looked up as a flow named 'None' or '3'
@@ -313,20 +313,6 @@ def _not_an_index(call: str, given: Any) -> TesseraError:
 
     return IndexArgumentError(f"{call} takes an index's folder (a path) or name, or an open Index; got "
                               f"{type(given).__name__} {short_repr(given)}", field="path")
-
-
-def _with_index_paths(source: dict) -> dict:
-    """A dict spec whose steps' ``params.index`` given as a ``pathlib.Path`` or an ``Index`` is its path's text, as
-    ``Flow.load``'s ``index=`` takes them (``index_param``); the dict itself is left as it was."""
-    from flows.spec import index_param
-
-    steps = source.get("steps")
-    if not isinstance(steps, dict):
-        return source  # FlowSpec.parse words what is wrong
-    steps = {step_id: {**step, "params": {**step["params"], "index": index_param(step["params"]["index"])}}
-             if isinstance(step, dict) and isinstance(step.get("params"), dict) and "index" in step["params"]
-             else step for step_id, step in steps.items()}
-    return {**source, "steps": steps}
 
 
 #: The step caches of the folders this process used last, most recent last: at most ``KEPT_CACHES``.

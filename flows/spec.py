@@ -32,12 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from flows import spec_checks, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
-from flows.spec_errors import spec_error, yaml_bool_hint
+from flows.spec_errors import operator_class, spec_error, step_field_hint, yaml_bool_hint
 from flows.spec_origin import SpecOrigin
 from flows.specfile import not_a_mapping, read_mapping
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError, SpecError, TesseraError, UnknownOperatorError
-from operators.registry import get_operator
 from operators.unicode import first_broken_text
 
 #: Most steps a flow may have: far above any real flow, and low enough that validating one stays fast.
@@ -77,7 +76,10 @@ class StepSpec(BaseModel):
     @field_validator("params", mode="before")
     @classmethod
     def _null_params(cls, params: Any) -> Any:
-        """``params:`` left empty in YAML is null: no params, as ``{}``."""
+        """``params:`` left empty in YAML is null: no params, as ``{}``. An ``index`` given in Python as a
+        ``pathlib.Path`` or an ``Index`` is its path's text (``index_param``), as ``Flow.load``'s ``index=`` is."""
+        if isinstance(params, dict) and "index" in params:
+            return {**params, "index": index_param(params["index"])}  # a copy: the caller's dict is left as it was
         return {} if params is None else params
 
 
@@ -240,7 +242,7 @@ class FlowSpec(BaseModel):
     def _operator_class(self, step_id: str) -> type[Operator]:
         """The class of a step's operator; an unknown one named with the file and line, as ``build`` names it."""
         try:
-            return _operator_class(step_id, self.steps[step_id].op)
+            return operator_class(step_id, self.steps[step_id].op)
         except UnknownOperatorError as err:
             if self._origin is None:
                 raise
@@ -256,7 +258,7 @@ class FlowSpec(BaseModel):
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
-                message = yaml_bool_hint(err.message) + _step_field_hint(err, cls.name)
+                message = yaml_bool_hint(err.message) + step_field_hint(err, cls.name, StepSpec.model_fields)
                 raise type(err)(message, step=step_id, op=cls.name,  # its kind kept (NaN's)
                                 field=f"steps.{step_id}.{err.field}") from None
             except TesseraError:
@@ -378,22 +380,3 @@ def _names_file(source: str | Path, path: Path) -> bool:
         return Path(source).is_file() and Path(source).samefile(path)
     except (OSError, ValueError):
         return False
-
-
-def _step_field_hint(err: ParamsError, op: str) -> str:
-    """An unknown parameter that is a field of the step (``inputs``, ``cache``, ``num_gpus``, ...), written inside
-    ``params`` instead of beside it: say where it goes, or the flow's author looks for it among the parameters."""
-    name = (err.field or "").removeprefix("params.")
-    if not err.message.startswith("unknown parameter") or name not in StepSpec.model_fields or name == "params":
-        return ""
-    return f"; '{name}' is a field of the step, not a parameter of {op}: write it beside params, not inside it"
-
-
-def _operator_class(step_id: str, op: str) -> type[Operator]:
-    """The operator class a step names; an unknown one's error names the field's whole path, as a param's does
-    (``steps.<id>.op``: which step's)."""
-    try:
-        return get_operator(op, step=step_id)
-    except UnknownOperatorError as err:
-        err.field = f"steps.{step_id}.op"
-        raise

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import (SpecError, TesseraError, plain_message, short_repr, shown_value, unknown_name_hint,
-                             user_loc, value_problem)
+from operators.base import Operator
+from operators.errors import (ParamsError, SpecError, TesseraError, UnknownOperatorError, plain_message, short_repr,
+                             shown_value, unknown_name_hint, user_loc, value_problem)
 from operators.json_tree import json_kind
 from operators.registry import get_operator
 
@@ -157,3 +158,23 @@ def _fields_at(parent: list[str], models: tuple[type[BaseModel], ...]) -> list[s
     where = {0: 0, 2: 1 if in_step else None, 3: 2 if in_step and parent[2:] == ["placement"] else None}
     index = where.get(len(parent))
     return sorted(models[index].model_fields) if index is not None and index < len(models) else []
+
+
+def step_field_hint(err: ParamsError, op: str, step_fields: Collection[str]) -> str:
+    """An unknown parameter that is a field of the step (``inputs``, ``cache``, ``num_gpus``, ...: ``step_fields``),
+    written inside ``params`` instead of beside it: say where it goes, or the flow's author looks for it among the
+    parameters."""
+    name = (err.field or "").removeprefix("params.")
+    if not err.message.startswith("unknown parameter") or name not in step_fields or name == "params":
+        return ""
+    return f"; '{name}' is a field of the step, not a parameter of {op}: write it beside params, not inside it"
+
+
+def operator_class(step_id: str, op: str) -> type[Operator]:
+    """The operator class a step names; an unknown one's error names the field's whole path, as a param's does
+    (``steps.<id>.op``: which step's)."""
+    try:
+        return get_operator(op, step=step_id)
+    except UnknownOperatorError as err:
+        err.field = f"steps.{step_id}.op"
+        raise

@@ -269,6 +269,23 @@ def test_with_index_takes_a_path_a_name_or_an_index_opened_in_python(tmp_path):
     assert FlowSpec.load("bm25").with_index("sample").steps["bm25"].params["index"] == "sample"
 
 
+def test_parse_takes_a_steps_index_as_a_path_or_an_index_opened_in_python(tmp_path):
+    """``FlowSpec.parse`` (public, docs/python.md) held a ``pathlib.Path`` as it was, refused at build ("must be a
+    string (got PosixPath(...))"), while ``Flow.load`` of the same dict took it; it is the path's text, and the dict
+    given is left as it was."""
+    from flows.api import Index as OpenedIndex
+    from operators.store import Index, IndexSettings
+
+    store_index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    for given in (store_index.path, store_index, OpenedIndex(store_index)):
+        data = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": given, "k": 3}}}}
+        spec = FlowSpec.parse(data)
+        assert spec.steps["bm25"].params == {"index": str(store_index.path), "k": 3}, given
+        assert data["steps"]["bm25"]["params"]["index"] is given
+        assert spec.build().operators["bm25"].params.index == str(store_index.path)
+        assert FlowSpec.parse(json.loads(spec.to_json())) == spec
+
+
 def test_a_flow_says_whether_its_output_ranks_and_what_a_runner_must_fill_in():
     from flows.store import builtin_path
 
