@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from operators.base import Operator
 from operators.errors import (ParamsError, SpecError, TesseraError, UnknownOperatorError, plain_message, short_repr,
                              shown_value, unknown_name_hint, user_loc, value_problem)
-from operators.json_tree import json_kind
+from operators.json_tree import spec_kind
 from operators.registry import get_operator
 
 
@@ -125,8 +125,9 @@ def _not_a_mapping(loc: list[str], value: Any) -> str:
 
 
 def _given(value: Any) -> str:
-    """A value given where a mapping goes, as a spec's author wrote it: its JSON kind and itself, or nothing."""
-    return "nothing (null)" if value is None else f"{json_kind(value)} {short_repr(value)}"
+    """A value given where a mapping goes, as a spec's author wrote it: its kind in a spec's words (``spec_kind``:
+    a list, not JSON's "an array") and itself, or nothing."""
+    return "nothing (null)" if value is None else f"{spec_kind(value)} {short_repr(value)}"
 
 
 def misplaced_param_hint(data: Any, step: str, name: str) -> str:

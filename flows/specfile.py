@@ -22,7 +22,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flows import store
 from operators.errors import SpecError, one_line
-from operators.json_tree import json_kind
+from operators.json_tree import spec_kind
 
 #: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
 MAX_VALUES = 100_000
@@ -101,11 +101,11 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
 
 
 def not_a_mapping(data: Any, where: str = "") -> SpecError:
-    """A spec that parsed to something other than a mapping, named in JSON's words (``json_kind``), with the value
+    """A spec that parsed to something other than a mapping, named in a spec's words (``spec_kind``), with the value
     when it is one: a YAML ``~`` or ``null`` is "null", not Python's ``NoneType``."""
     shown = (f" ('{one_line(data, 60)}')" if isinstance(data, str) else
              f" ({data!r})" if isinstance(data, (int, float)) and not isinstance(data, bool) else "")
-    return SpecError(f"{where}a flow spec must be a mapping (with its 'steps'), got {json_kind(data)}{shown}",
+    return SpecError(f"{where}a flow spec must be a mapping (with its 'steps'), got {spec_kind(data)}{shown}",
                      field="spec")
 
 

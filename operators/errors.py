@@ -143,8 +143,9 @@ _JSON_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "boo
 #: list of strings", "a whole number", where an HTTP client reads JSON's "an array of strings", "an integer" (a
 #: boolean stays one: "true or false" among other kinds reads as two of them).
 _SPEC_KINDS = {**_JSON_KINDS, "int": "a whole number"}
-#: What a list is called, in a client's words and in a spec's.
+#: What a list and a mapping are called, in a client's words and in a spec's (YAML's, Python's).
 _LIST_WORDS = {"JSON": "an array", "spec": "a list"}
+_MAPPING_WORDS = {"JSON": "an object", "spec": "a mapping"}
 
 
 def client_problems(errors: list[dict], said: Any = None) -> list[tuple[str, str]]:
@@ -206,10 +207,11 @@ def _branch_kind(part: str, words: str) -> str:
     if part.startswith("function-") and ", " in part:  # a validator's wrapper: function-after[check(), str]
         return _branch_kind(part[part.rindex(", ") + 2:-1], words)
     if part.startswith("list["):
-        inner = {"a string": "strings", "an object": "objects"}.get(_branch_kind(part[5:-1], words))
+        inner = {"a string": "strings", "an object": "objects", "a mapping": "mappings"}.get(
+            _branch_kind(part[5:-1], words))
         return f"{_LIST_WORDS[words]} of {inner}" if inner else _LIST_WORDS[words]
     if part.startswith("dict[") or part[:1].isupper():
-        return "an object"
+        return _MAPPING_WORDS[words]
     return (_JSON_KINDS if words == "JSON" else _SPEC_KINDS).get(part, part)
 
 
@@ -243,8 +245,8 @@ class ParamsError(SpecError):
 #: editor): "Input should be a valid integer, unable to parse string as an integer" named Python's parsing.
 _PARAM_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
                 "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
-                "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object (names and values)",
-                "string_type": "a string", "model_type": "an object (names and values)"}
+                "bool_parsing": "true or false", "list_type": "a list", "dict_type": "a mapping (names and values)",
+                "string_type": "a string", "model_type": "a mapping (names and values)"}
 
 #: Pydantic's errors whose input is no value its author wrote (a param left out, the params whole, an unknown key):
 #: ``value_problem`` quotes none.
@@ -329,7 +331,7 @@ def quotable(error: dict, known: Iterable[str] | None) -> bool:
 
 
 def expected(error: dict, known: Iterable[str] | None) -> str:
-    """For an object or a list given where a param takes a name (``model: {name: ...}``), what that param takes: its
+    """For a mapping or a list given where a param takes a name (``model: {name: ...}``), what that param takes: its
     description (``known`` maps the params to pydantic's fields), which says which model, index or column it names."""
     value, loc = error.get("input"), error["loc"]
     if error["type"] != "string_type" or not isinstance(value, (dict, list)) or not isinstance(known, dict):
@@ -337,7 +339,7 @@ def expected(error: dict, known: Iterable[str] | None) -> str:
     if any(not _union_branch(str(part)) for part in loc[1:]):  # a value inside the param (filter.region), not it
         return ""
     description = getattr(known.get(loc[0]) if loc else None, "description", None)
-    given = "an object" if isinstance(value, dict) else "a list"
+    given = "a mapping" if isinstance(value, dict) else "a list"
     return f"; {loc[0]} takes a name, not {given}: {description}" if description else ""
 
 

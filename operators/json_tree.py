@@ -50,3 +50,14 @@ def json_kind(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "an array"
     return f"a {type(value).__name__}"
+
+
+def spec_kind(value: Any) -> str:
+    """``value``'s kind in a spec's words (YAML's, and Python's for a dict spec): ``a list``, ``a mapping``, as a
+    spec's errors say what a field must be; the others as ``json_kind`` says them (``null``, ``a string``). Only an
+    HTTP body's own fields are said in JSON's words (``operators.errors.client_problems``)."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return json_kind(value)

@@ -67,7 +67,7 @@ def ran_nothing(tmp_path) -> bool:
     ({"bm25": BM25, "ce": {"op": "rerank.cross_encoder", "params": {"model": {"name": "tessera-cross-encoder"}}}},
      ["step 'ce', operator 'rerank.cross_encoder', field 'steps.ce.params.model': ",  # then the spec's file and line
       "spec.yaml, line 10: must be a string (got {'name': 'tessera-cross-encoder'})",
-      "model takes a name, not an object: CrossEncoder reference"]),
+      "model takes a name, not a mapping: CrossEncoder reference"]),
 ], ids=["alias-as-cross-encoder", "alias-as-embedder", "bi-encoder-as-colbert", "nested-bi-encoder-as-cross-encoder",
         "object-as-model"])
 def test_a_model_of_another_kind_is_refused_before_any_step_runs(tmp_path, monkeypatch, capsys, index, steps, says):

@@ -43,7 +43,7 @@ def test_search_keeps_the_matching_chunks_and_still_returns_k(index):
     ({"field": "year"}, "filter", "'field: year' has no condition"),
     ({"country": 3}, "filter.country", "must be a string or a list of strings (got 3)"),
     ({"field": "year", "gte": 2020, "colour": "red"}, "filter.colour", "unknown parameter"),
-    ("year >= 2020", "filter", "must be an object (names and values) (got 'year >= 2020')"),
+    ("year >= 2020", "filter", "must be a mapping (names and values) (got 'year >= 2020')"),
 ])
 def test_a_filter_that_does_not_validate_names_its_field(index, bad, field, said):
     with pytest.raises(ParamsError) as err:

@@ -53,7 +53,7 @@ def test_a_number_in_inputs_is_told_to_be_quoted():
 @pytest.mark.parametrize("step, says", [
     ("retrieve.bm25", "got a string 'retrieve.bm25': write {op: retrieve.bm25}"),
     (None, "got nothing (null)"),
-    (["retrieve.bm25"], "got an array ['retrieve.bm25']"),
+    (["retrieve.bm25"], "got a list ['retrieve.bm25']"),
 ])
 def test_a_step_that_is_not_a_mapping_is_said_in_the_specs_words(step, says):
     """Pydantic said "a valid dictionary or instance of StepSpec": a Python class the spec's author never wrote."""
@@ -75,9 +75,9 @@ def test_a_placement_that_is_not_a_mapping_says_what_one_holds():
     ({"steps": None}, "steps", "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25}), got "
      "nothing (null)"),
     ({"steps": [{"op": "retrieve.bm25"}]}, "steps", "the steps are a mapping of step ids to steps (bm25: {op: "
-     "retrieve.bm25}), got an array [{'op': 'retrieve.bm25'}]"),
+     "retrieve.bm25}), got a list [{'op': 'retrieve.bm25'}]"),
     ({"steps": {"bm25": {"op": "retrieve.bm25", "params": ["k", 10]}}}, "steps.bm25.params",
-     "params are a mapping of parameter names to values (params: {k: 10}), got an array ['k', 10]"),
+     "params are a mapping of parameter names to values (params: {k: 10}), got a list ['k', 10]"),
 ])
 def test_steps_or_params_written_as_a_list_say_what_a_mapping_holds(spec, field, says):
     """``steps: [- {op: ...}]`` (a list, as other pipeline tools write it) said only "Input should be a valid
@@ -104,7 +104,7 @@ BM25 = {"op": "retrieve.bm25"}
     ({"steps": {"b": BM25}, "index_settings": {"stopwords": 5}}, "index_settings.stopwords",
      "must be a string or a list of strings (got 5)"),
     ({"steps": {"b": BM25}, "index_settings": [1]}, "index_settings", "index_settings are a mapping of setting "
-     "names to values (index_settings: {encoder: NAME}), got an array [1]"),
+     "names to values (index_settings: {encoder: NAME}), got a list [1]"),
 ])
 def test_a_field_of_the_spec_of_the_wrong_kind_says_what_it_must_be_and_the_value_given(spec, field, says):
     """A step's ``op: 5`` said pydantic's "Input should be a valid string", an index setting's field was

@@ -172,7 +172,7 @@ def test_an_empty_spec_file_is_said_to_be_empty(tmp_path, name, text, said):
 
 
 @pytest.mark.parametrize("text, got", [
-    ("null\n", "got null"), ("~\n", "got null"), ("- bm25\n- dense\n", "got an array"),
+    ("null\n", "got null"), ("~\n", "got null"), ("- bm25\n- dense\n", "got a list"),
     ("3\n", "got a number (3)"), ("yes\n", "got true/false"),
     ('"bm25 then dense"\n', "got a string ('bm25 then dense')"),
 ])

@@ -26,7 +26,7 @@ BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
      "steps.m.params.postprocess.0.params.model", "wrong_model_kind",
      ["step m (params.postprocess.0.params.model): not a cross-encoder"]),
     ({"bm25": BM25, "ce": {"op": "rerank.cross_encoder", "params": {"model": {"name": "tessera-cross-encoder"}}}},
-     "steps.ce.params.model", "invalid_spec", ["model takes a name, not an object: CrossEncoder reference"]),
+     "steps.ce.params.model", "invalid_spec", ["model takes a name, not a mapping: CrossEncoder reference"]),
 ], ids=["alias-as-cross-encoder", "bi-encoder-as-cross-encoder", "bi-encoder-as-colbert", "nested-cross-encoder",
         "object-as-model"])
 def test_a_model_of_another_kind_is_a_422_naming_the_field(base, steps, field, code, says):
