@@ -179,6 +179,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    """An option's whole number where 0 means something (``--offset 0``: skip none), said as ``positive_int`` is."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def number(text: str) -> float:
     """An option's number (``--older-than 0.5``), refused in Tessera's words (``'x' is not a number``), not argparse's
     ``invalid float value: 'x'``; what range it must be in is the command's to say."""

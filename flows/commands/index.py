@@ -31,8 +31,8 @@ import json
 import shlex
 from typing import Iterator
 
-from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
-                                     refuse_file_as_index_name, report, show_help)
+from flows.commands._support import (CliError, EXIT_OK, count, positive_int, print_json,
+                                     refuse_contradicting_index_options, refuse_file_as_index_name, report, show_help)
 from flows.commands.index_file import check_readable
 from flows.commands.index_file import chunks as _chunks  # by this name: a test replaces it here
 
@@ -54,8 +54,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     documents = isub.add_parser("documents", parents=[common], help="its documents in the order they were added: "
                                 "id, title, passages, metadata")
     documents.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
-    documents.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N documents")
-    documents.add_argument("--limit", type=_positive_count, default=20, metavar="N",
+    documents.add_argument("--offset", type=count, default=0, metavar="N", help="skip the first N documents")
+    documents.add_argument("--limit", type=positive_int, default=20, metavar="N",
                            help="list N documents (default 20)")
     documents.add_argument("--json", action="store_true", help="print the listing as JSON")
     documents.set_defaults(handler=_cmd_documents)
@@ -156,19 +156,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for record in unfinished:  # a search sees only the committed part of the corpus
         print(f"  {describe_ingestion(record)}")
     return _damaged(index, damaged)
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number of documents, got {text!r}")
-    return int(text)
-
-
-def _positive_count(text: str) -> int:
-    """``--limit``: 0 listed nothing and said 'no document from 1 on' of an index that holds some."""
-    if _count(text) == 0:
-        raise argparse.ArgumentTypeError("expected 1 document or more, got 0 (the index's size: tessera index info)")
-    return int(text)
 
 
 def _cmd_documents(args: argparse.Namespace) -> int:

@@ -71,12 +71,22 @@ def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_
     assert "documents 3-3 of 3" in shown and "notes-p1" in shown and first[0]["_id"] not in shown
     assert main(["index", "documents", idx, "--offset", "99999"]) == 0  # an empty table under a cut title before
     assert capsys.readouterr().out.strip() == f"{idx}: no document from 100000 on (it holds 3)"
-    with pytest.raises(SystemExit) as exited:  # argparse's usage error
-        main(["index", "documents", idx, "--limit", "-1"])
-    assert exited.value.code == 2 and "whole number" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exited:  # it said "no document from 1 on (it holds 3)"
-        main(["index", "documents", idx, "--limit", "0"])
-    assert exited.value.code == 2 and "expected 1 document or more, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--limit", "x", "argument --limit: 'x' is not a whole number"),  # "expected a whole number of documents"
+    ("--limit", "0", "argument --limit: must be at least 1"),  # 0 said "no document from 1 on (it holds 3)" once
+    ("--limit", "-1", "argument --limit: must be at least 1"),
+    ("--offset", "x", "argument --offset: 'x' is not a whole number"),
+    ("--offset", "-1", "argument --offset: must be 0 or more"),
+])
+def test_documents_numeric_options_are_refused_in_the_other_commands_words(tmp_path, capsys, option, value, said):
+    """``--limit``/``--offset`` had words of their own ("expected a whole number of documents, got 'x'"), where every
+    other command's number says ``'x' is not a whole number`` and ``must be at least 1`` (``_support``)."""
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error, before the index is opened
+        main(["index", "documents", str(tmp_path / "idx"), option, value])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.rstrip().endswith(said) and "Traceback" not in err
 
 
 def test_documents_shows_an_id_holding_a_newline_escaped_on_its_own_row(tmp_path, capsys):
