@@ -31,7 +31,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     Top-level ``parameters`` go to the first step (the data source), under its own.
     """
     if not isinstance(body, dict):  # a list or a string: no field of it to name, but what it is
-        raise SpecError(f"a mosaicRAG request is a JSON object of numbered steps, got {type(body).__name__}",
+        raise SpecError(f"a mosaicRAG request is a JSON object of numbered steps, got {json_kind(body)}",
                         field="body")
     unknown = [k for k in body if not _step_number(k) and k not in ("query", "parameters", "name")]
     if unknown:
@@ -41,7 +41,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
     top_params = {} if body.get("parameters") is None else body["parameters"]
     if not isinstance(top_params, dict):
-        raise SpecError(f"must be an object of parameter names and values, got {type(top_params).__name__}",
+        raise SpecError(f"must be an object of parameter names and values, got {json_kind(top_params)}",
                         field="parameters")
     steps: dict[str, dict[str, Any]] = {}
     for k in numbers:
@@ -58,7 +58,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         if params is None:
             params = {}
         if not isinstance(params, dict):  # "k=5", ["k"], [["k", "5"]]: dict() would take the last, or fail
-            raise SpecError(f"must be an object of parameter names and values, got {type(params).__name__}",
+            raise SpecError(f"must be an object of parameter names and values, got {json_kind(params)}",
                             step=str(k), field=f"{k}.parameters")
         params = dict(params)
         if k == numbers[0]:
@@ -74,7 +74,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     query = body.get("query")
     if not _text_or_none(query):
         # str() would run a list's or an object's Python repr as the query ("['a', 'b']")
-        raise SpecError(f"must be the query text, got {type(query).__name__}", field="query")
+        raise SpecError(f"must be the query text, got {json_kind(query)}", field="query")
     given = body.get("name")
     if not _text_or_none(given):
         # str() named the flow by a list's or a bool's Python repr ("['a']", "True"), in its cache entries too

@@ -188,13 +188,14 @@ def test_mosaic_errors_name_the_step():
     with pytest.raises(ParamsError) as err:
         from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": "x"}}})[0].build()
     assert err.value.step == "1" and err.value.field == "steps.1.params.k"
-    for query in (["a", "b"], {"text": "a"}, True):  # str() would make a list's repr the query
-        with pytest.raises(SpecError, match="must be the query text") as err:
-            from_mosaic({"query": query, "1": {"id": "reduction"}})
+    for query, kind in ((["a", "b"], "an array"), ({"text": "a"}, "an object"), (True, "true/false")):
+        with pytest.raises(SpecError, match=f"must be the query text, got {kind}$") as err:  # JSON's words, not
+            from_mosaic({"query": query, "1": {"id": "reduction"}})  # Python's (got list, got dict)
         assert err.value.field == "query"
     assert from_mosaic({"query": 7, "1": {"id": "reduction"}})[1] == "7"
-    for body in ([1], "1", None):  # no object at all: an AttributeError of body.get before
-        with pytest.raises(SpecError, match="a mosaicRAG request is a JSON object of numbered steps, got") as err:
+    for body, kind in (([1], "an array"), ("1", "a string"), (None, "null")):  # no object: body.get's error before
+        with pytest.raises(SpecError, match=f"a mosaicRAG request is a JSON object of numbered steps, got {kind}") \
+                as err:
             from_mosaic(body)
         assert err.value.field == "body"
     for key in ("¹", "٣", "9" * 5000):  # digits to str.isdigit, not to int(): unknown fields, never a crash
