@@ -107,8 +107,6 @@ def test_no_module_is_over_400_lines():
 #: Private names a module imports from another module, as they stood when the rule came: each to be made public (or
 #: moved) when its module is next changed. Any other is refused; a module's private name is its own to change.
 KNOWN_PRIVATE_IMPORTS = {
-    ("flows.executors.ray_data", "flows.executors._ray_udfs._SourceUDF"),
-    ("flows.executors.ray_data", "flows.executors._ray_udfs._StepUDF"),
     ("flows.ingestion.job", "flows.ingestion.shards._chunker"),
     ("flows.ingestion.job", "flows.ingestion.shards._enrichers"),
     ("flows.ingestion.moved", "flows.ingestion.file_order._recorded_here"),

@@ -2,7 +2,7 @@
 
 A stage runs one step, or a *fused chain*: a step (a source or a row step) followed by
 row steps that each read only the one before, or a *fused fan-in*: query steps that read
-the stage's input and the fan-in that joins them. ``_StepUDF`` and ``_SourceUDF`` hold one
+the stage's input and the fan-in that joins them. ``StepUDF`` and ``SourceUDF`` hold one
 ``StepRunner`` per step and pass each batch through them in order, reporting each step's
 ``BatchStats`` as a stage of its own would (see ``ray_data``).
 """
@@ -231,8 +231,9 @@ class _Callable:
                                                        err.field), here))
 
 
-class _StepUDF(_Callable):
-    """One step (then its fused row steps) on one block or batch: ``StepRunner.run`` per batch, reported."""
+class StepUDF(_Callable):
+    """One step (then its fused row steps) on one block or batch: ``StepRunner.run`` per batch, reported. Public:
+    ``ray_data`` maps a row or query stage's blocks with it (Ray Data's log names the stage's tasks after it)."""
 
     def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
                  input_steps: tuple[str, ...], cache: StepCache | None, batch_size: int | None,
@@ -288,8 +289,9 @@ class _StepUDF(_Callable):
         return _with_branch_order(outputs[step], [outputs[p] for p in self.reads[-1]])
 
 
-class _SourceUDF(_Callable):
-    """Reads the splits whose indices it is given, batch by batch (then its fused row steps)."""
+class SourceUDF(_Callable):
+    """Reads the splits whose indices it is given, batch by batch (then its fused row steps). Public: ``ray_data``
+    maps a source stage's split indices with it."""
 
     def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
                  input_steps: tuple[str, ...], splits: list[Any] | None, **kwargs: Any) -> None:
@@ -360,7 +362,7 @@ def in_local_order(table: pa.Table) -> pa.Table:
     return table.take(np.argsort(first, kind="stable")).drop_columns([ORDER_COLUMN])
 
 
-def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
+def run_as_task(batch: pa.Table, *, udf: type[StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
     """A stage as a Ray task: its callable is built for each block and dropped after it; its operators come
     set up from this process's earlier tasks (``_make_op``)."""
     yield from udf(**kwargs)(batch)

@@ -56,7 +56,7 @@ import ray.data
 from flows.cache import StepCache
 from flows.executors import _ray_blocks as block_tasks
 from flows.executors import ray_frames as frames
-from flows.executors._ray_udfs import _SourceUDF, _StepUDF, in_local_order, run_as_task
+from flows.executors._ray_udfs import SourceUDF, StepUDF, in_local_order, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.driver_paths import absolute_paths
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
@@ -261,7 +261,7 @@ class _Run:
         # A spread input goes whole blocks to the actors (a batch size would have Ray bundle them up to it), one at a
         # time to a pool that starts whole: a fixed one, or one over the cut input (``_map``).
         whole = source.ds is None or bool(self.resources.of_stage(stage)[0])
-        ds = self._map(frames.dataset_of(source), stage, _StepUDF, kwargs, None if spread else shape.batch_size,
+        ds = self._map(frames.dataset_of(source), stage, StepUDF, kwargs, None if spread else shape.batch_size,
                        inputs=inputs, one_at_a_time=spread and whole)
         return Frame(ds=ds, aligned=shape.out_aligned, pending=pending)
 
@@ -318,7 +318,7 @@ class _Run:
             shipped = None
         kwargs = {**self._udf_kwargs(stage, op), "splits": shipped}
         ds = configure_dataset(ray.data.from_items([{"split_index": i} for i in range(len(splits))]))
-        return Frame(ds=self._map(ds, stage, _SourceUDF, kwargs, 1, inputs=len(splits), tasks=shipped is not None),
+        return Frame(ds=self._map(ds, stage, SourceUDF, kwargs, 1, inputs=len(splits), tasks=shipped is not None),
                      pending=list(stage))
 
     def _udf_kwargs(self, stage: Stage, op: Operator) -> dict[str, Any]:
