@@ -25,8 +25,8 @@ from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, St
 from flows.ingestion.report import IngestReport
 from flows.ingestion.retry import retry
 from flows.ingestion.running import Running
-from flows.ingestion.shards import (EMBED_BATCH_ROWS, ShardJob, ShardResult, _chunker,
-                                   _enrichers, prepare, staged_unless_done, write)
+from flows.ingestion.shards import (EMBED_BATCH_ROWS, ShardJob, ShardResult, make_chunker,
+                                   make_enrichers, prepare, staged_unless_done, write)
 from flows.ingestion.staging import STAGING_DIR, Stager
 from flows.ingestion.unrecorded import source_shards
 from operators.store.disk import refused_by_disk
@@ -194,7 +194,7 @@ class _Run:
         (``ahead.Ahead``: why not a thread pool)."""
         from flows.ingestion.ahead import Ahead
 
-        chunker, enrichers = _chunker(self.job), _enrichers(self.job)
+        chunker, enrichers = make_chunker(self.job), make_enrichers(self.job)
         stop = threading.Event()
         embedder = Embedder(self.job, stop=stop, on_encoded=self.tracker.encoded) \
             if shards and self.job.embed is not None else None

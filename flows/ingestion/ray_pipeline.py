@@ -50,8 +50,8 @@ from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_dat
 from flows.executors.ray_nodes import warn_when_no_cpu_free
 from flows.ingestion.errors import IngestError
 from flows.ingestion.embedder import Embedder
-from flows.ingestion.shards import (ShardJob, ShardResult, _chunker, _enrichers, check_whole,
-                                   elsewhere_rows, is_elsewhere, prepare, staged_unless_done, write)
+from flows.ingestion.shards import (ShardJob, ShardResult, check_whole, elsewhere_rows, is_elsewhere, make_chunker,
+                                   make_enrichers, prepare, staged_unless_done, write)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class _Prepare:
 
     def __init__(self, job: ShardJob):
         self.job = job
-        self.chunker, self.enrichers = _chunker(job), _enrichers(job)  # set up once per actor, not per shard
+        self.chunker, self.enrichers = make_chunker(job), make_enrichers(job)  # set up once per actor, not per shard
         self.index = None
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:

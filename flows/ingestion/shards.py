@@ -30,7 +30,7 @@ from flows.ingestion.staging import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
-#: The chunks' piece ids, from the chunker to the encoder (``_chunker``), never written.
+#: The chunks' piece ids, from the chunker to the encoder (``make_chunker``), never written.
 PIECES = "_pieces"
 INTERNAL = ("_shard", "_shard_rows", "_error", "_stage", PIECES)  # in column_types.OWN_COLUMNS too
 #: ``_stage`` of ``elsewhere_rows``: the shard was committed by another ingest of the same source.
@@ -118,7 +118,9 @@ def is_elsewhere(rows: pa.Table) -> bool:
 # -- prepare: documents to chunks ---------------------------------------------------------
 
 
-def _chunker(job: ShardJob):
+def make_chunker(job: ShardJob):
+    """The job's chunker (None: it does not chunk). Built once per worker by the ingestion job and each Ray actor,
+    and handed to ``prepare`` for each of their shards."""
     if job.chunk is None:
         return None
     from operators.preprocess.chunk import Chunker
@@ -145,8 +147,9 @@ def _pieces_fit(job: ShardJob) -> bool:
     return own == model_tokenizer(chunk["tokenizer"]).to_str()
 
 
-def _enrichers(job: ShardJob) -> list:
-    """The spec's row steps that enrich each document before chunking (analyze.dimensions ...)."""
+def make_enrichers(job: ShardJob) -> list:
+    """The spec's row steps that enrich each document before chunking (analyze.dimensions ...); like
+    ``make_chunker``, built once per worker and handed to ``prepare``."""
     from operators.registry import create
 
     return [create(step["op"], step["params"], step_id=step["step"]) for step in job.enrich]
@@ -154,8 +157,8 @@ def _enrichers(job: ShardJob) -> list:
 
 def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None, enrichers: list | None = None) -> pa.Table:
     """A shard's documents, enriched and cut into chunk rows, tagged with the internal columns."""
-    chunker = chunker if chunker is not None else _chunker(job)
-    enrichers = enrichers if enrichers is not None else _enrichers(job)
+    chunker = chunker if chunker is not None else make_chunker(job)
+    enrichers = enrichers if enrichers is not None else make_enrichers(job)
     docs = last_copies(docs)  # a shard staged with --replace may repeat an id: the last copy wins
     docs = docs.drop_columns([c for c in docs.column_names if left_out(c)])  # a source's fields so named
     docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
