@@ -107,9 +107,6 @@ def test_no_module_is_over_400_lines():
 #: Private names a module imports from another module, as they stood when the rule came: each to be made public (or
 #: moved) when its module is next changed. Any other is refused; a module's private name is its own to change.
 KNOWN_PRIVATE_IMPORTS = {
-    ("flows.ingestion.moved", "flows.ingestion.file_order._recorded_here"),
-    ("flows.ingestion.moved", "flows.ingestion.staging._READ_ONLY_PARAMS"),
-    ("flows.ingestion.moved", "flows.ingestion.staging._source_params"),
     ("flows.ingestion.reading", "flows.ingestion.records._jsonl_plan"),
     ("flows.ingestion.reading", "flows.ingestion.records._read_jsonl"),
     ("flows.ingestion.reading", "flows.ingestion.records._read_split"),

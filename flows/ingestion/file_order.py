@@ -43,17 +43,17 @@ def files_read_order(files: list[Path] | None, params: dict[str, Any],
     if state is None or not state.get("fingerprint") or not isinstance(params.get("path"), str) or files is None:
         return None
     current = [str(p) for p in files]
-    recorded = list(_recorded_here(state, params, current))
+    recorded = list(recorded_here(state, params, current))
     present = set(current)
     first = list(dict.fromkeys(p for p in recorded if p in present))
     known = set(first)
     return first + [p for p in current if p not in known]
 
 
-def _recorded_here(state: dict[str, Any], params: dict[str, Any], current: list[str]) -> dict[str, tuple]:
+def recorded_here(state: dict[str, Any], params: dict[str, Any], current: list[str]) -> dict[str, tuple]:
     """The files of the staging ``state`` (path to size and time), named as the source at ``params['path']``
     names them: a state written from another path (the file moved, or the folder then read by a glob) holds the
-    same files under their names there."""
+    same files under their names there. ``moved`` reads them so too, to tell which files changed."""
     recorded = {str(entry[0]): tuple(entry[1:]) for entry in state["fingerprint"]}
     theirs, ours = (state.get("params") or {}).get("path"), params.get("path")
     if not isinstance(theirs, str) or not isinstance(ours, str) or theirs == ours:
@@ -118,11 +118,11 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
                   params: dict[str, Any]) -> str:
     """The files of the previous staging ``state`` removed or changed (size, time) since, as a clause for an
     error ("" when none). A state written from another path (the folder, then a glob of it) names its files as
-    this source names them (``_recorded_here``), so the file that changed is named whichever of them ran last."""
+    this source names them (``recorded_here``), so the file that changed is named whichever of them ran last."""
     if state is None or not state.get("fingerprint") or fingerprint is None:
         return ""
     now = {entry[0]: tuple(entry[1:]) for entry in fingerprint}
-    recorded = _recorded_here(state, params, list(now))
+    recorded = recorded_here(state, params, list(now))
     gone = [path for path in recorded if path not in now]
     removed = [path for path in gone if not os.path.exists(path)]
     unread = [path for path in gone if path not in removed]  # there, but the source does not read it (a folder

@@ -22,11 +22,11 @@ from typing import Any, Iterator
 
 from flows.ingestion.digests import docs_digest
 from flows.ingestion.errors import SourceChangedError
-from flows.ingestion.file_order import _recorded_here, files_read_order, source_files
+from flows.ingestion.file_order import files_read_order, recorded_here, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.reading import iter_documents
 from flows.ingestion.staging import (
-    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _source_params, keyed_as, staging_dir,
+    READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, keyed_as, source_params, staging_dir,
 )
 from operators.base import Source
 from operators.tables import concat
@@ -55,7 +55,7 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int | None,
     """``earlier_key``'s search: a finished source read the same way from the same files (a folder and then a
     glob of it: one whose file changed since is then refused naming it, not as live documents of another source),
     else one whose first shard holds the documents this one starts with."""
-    params = _source_params(op)
+    params = source_params(op)
     files, candidates = source_files(op, params), []
     present = {str(p) for p in files or ()}
     for key, state in _read_alike(op, params, index_path):
@@ -112,7 +112,7 @@ def _moved_here(state: dict[str, Any], params: dict[str, Any], files: list[Path]
     if not files or len(fingerprint) < 2 or any(os.path.exists(entry[0]) for entry in fingerprint):
         return False  # one file moved and edited is not told from another; one still there is copied, not moved
     now = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in files}
-    recorded = _recorded_here(state, params, list(now))
+    recorded = recorded_here(state, params, list(now))
     return 2 * sum(1 for path, was in recorded.items() if now.get(path) == tuple(was)) > len(fingerprint)
 
 
@@ -136,7 +136,7 @@ def read_alike(op: Source, index_path: str | Path, finished: set[str]) -> list[s
     """The paths that the index's other sources read the same way as ``op`` (same reader and params but where) were
     last read from, those with finished shards: where a source new at its path may have been moved from."""
     here = staging_dir(op, index_path).name
-    return [_location(state.get("params") or {}, key) for key, state in _read_alike(op, _source_params(op), index_path)
+    return [_location(state.get("params") or {}, key) for key, state in _read_alike(op, source_params(op), index_path)
             if key != here and any(s.startswith(key + "-") for s in finished)]
 
 
@@ -154,7 +154,7 @@ def _read_alike(op: Source, params: dict[str, Any], index_path: str | Path) -> I
 
 
 def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if k not in _LOCATION_PARAMS and k not in _READ_ONLY_PARAMS}
+    return {k: v for k, v in params.items() if k not in _LOCATION_PARAMS and k not in READ_ONLY_PARAMS}
 
 
 def last_path(index_path: str | Path, key: str) -> str:

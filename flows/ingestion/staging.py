@@ -58,8 +58,8 @@ log = logging.getLogger("tessera.ingest")
 #: Documents per shard of a source ingested for the first time (a source ingested before keeps its own).
 DEFAULT_SHARD_SIZE = 5000
 
-#: Params that change how a source is read, not which documents it yields.
-_READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
+#: Params that change how a source is read, not which documents it yields (``moved`` too compares sources without).
+READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
 #: Sources keyed as another that reads the same params the same way: ``sources.files`` reads a PDF as ``sources.pdf``
 #: does, and ``tessera ingest`` reads a folder of PDFs with ``sources.pdf`` until a text file is added to it
 #: (``plan._folder_read``); keyed alike, the folder's PDFs stay its finished shards and the new file is appended.
@@ -87,8 +87,8 @@ class StagedShard:
                 "read_failures": self.read_failures, "meta": self.meta}
 
 
-def _source_params(op: Source) -> dict[str, Any]:
-    """The read step's params, paths made absolute (a key must not depend on the working directory)."""
+def source_params(op: Source) -> dict[str, Any]:
+    """The read step's params, paths made absolute (a key, and ``moved``'s match, must not depend on the cwd)."""
     params = op.params.model_dump(mode="json")
     if params.get("encoding", "") is None:  # added later: unset, it keys a source as before (its staged shards)
         del params["encoding"]
@@ -99,7 +99,7 @@ def _source_params(op: Source) -> dict[str, Any]:
 
 
 def source_key(op: Source) -> str:
-    params = {k: v for k, v in _source_params(op).items() if k not in _READ_ONLY_PARAMS}
+    params = {k: v for k, v in source_params(op).items() if k not in READ_ONLY_PARAMS}
     payload = json.dumps({"op": keyed_as(op.name), "params": params}, sort_keys=True)
     return hashlib.sha1(payload.encode()).hexdigest()[:8]
 
@@ -174,7 +174,7 @@ class Stager:
         self.dir = staging_dir(op, index_path, self.key)
         previous = self._previous()
         self.shard_size = shard_size or (previous or {}).get("shard_size") or DEFAULT_SHARD_SIZE
-        self.params = _source_params(op)
+        self.params = source_params(op)
         self._changed = ""
         self.generations = Generations.of_state(previous)
         self.sync = sync or self.generations.syncing
