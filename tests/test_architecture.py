@@ -107,10 +107,6 @@ def test_no_module_is_over_400_lines():
 #: Private names a module imports from another module, as they stood when the rule came: each to be made public (or
 #: moved) when its module is next changed. Any other is refused; a module's private name is its own to change.
 KNOWN_PRIVATE_IMPORTS = {
-    ("flows.ingestion.reading", "flows.ingestion.records._jsonl_plan"),
-    ("flows.ingestion.reading", "flows.ingestion.records._read_jsonl"),
-    ("flows.ingestion.reading", "flows.ingestion.records._read_split"),
-    ("flows.ingestion.retry", "flows.ingestion.records._jsonl_plan"),
     ("operators.query.keywords", "operators.query._rewrite._LIST_MARK"),
     ("serve.deployments.llm", "operators.llm.embedded._LLAMA_LOG"),
     ("serve.indices", "serve.ingest_task._move_aside"),

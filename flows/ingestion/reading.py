@@ -11,7 +11,7 @@ import pyarrow as pa
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.file_order import in_order
 from flows.ingestion.ledger import Failure
-from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
+from flows.ingestion.records import jsonl_plan, read_jsonl, read_split
 from operators.base import Source
 
 log = logging.getLogger("tessera.ingest")
@@ -31,15 +31,15 @@ def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: b
     for those ingested), not logged as they are read."""
     op.ensure_setup()
     seen = None if duplicates else SeenIds()
-    jsonl = _jsonl_plan(op)
+    jsonl = jsonl_plan(op)
     op.held_notes = notes
     try:
         if jsonl is None:
             for split in in_order(op.splits(), order):
-                yield from _read_split(op, split, skip, seen)
+                yield from read_split(op, split, skip, seen)
             return
         paths, params, text_field = jsonl
-        yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
+        yield from read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
     finally:
         op.held_notes = None
 
@@ -48,7 +48,7 @@ def check_source(op: Source) -> None:
     """Fail now, naming the path or param, when the read step cannot be read (a missing file, a BEIR part that
     is not the corpus), so no index is created for a source that is not there."""
     op.ensure_setup()
-    _jsonl_plan(op)
+    jsonl_plan(op)
     op.splits()
 
 

@@ -47,10 +47,10 @@ FILE_SOURCES = ("sources.pdf", "sources.parquet", "sources.files")
 RECORDED = "recorded as unreadable by a finished shard (it enters the index by a retry)"
 
 
-def _read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | None = None
+def read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | None = None
                 ) -> Iterator[pa.Table | Failure]:
     """One split's tables, with a ``Failure`` for each CSV row, or file, that cannot be read, and for each document
-    whose id ``seen`` saw before (when given)."""
+    whose id ``seen`` saw before (when given). ``reading`` stages a source not read line by line so."""
     if op.name == "sources.csv":
         yield from _read_csv(op, split, skip, seen)
         return
@@ -123,9 +123,9 @@ def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | Non
 def read_whole(op: Source, path: str) -> Iterator[pa.Table | Failure]:
     """A file of the source ``op``, read again whole for ``--retry-failed`` (a file-level failure): its documents,
     and a ``Failure`` for each record (or the file) that still cannot be read."""
-    plan = _jsonl_plan(op)
+    plan = jsonl_plan(op)
     if plan is not None:
-        yield from _read_jsonl(op, [Path(path)], plan[1], plan[2])
+        yield from read_jsonl(op, [Path(path)], plan[1], plan[2])
     elif op.name == "sources.csv":
         yield from _read_csv(op, path, frozenset())
     elif op.name == "sources.parquet":
@@ -182,8 +182,9 @@ def _bad_row(bad: BadRow) -> Failure:
 # -- JSONL ----------------------------------------------------------------------------------
 
 
-def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
-    """The files, params and text field of a source read here line by line (JSONL, a BEIR corpus), else None."""
+def jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
+    """The files, params and text field of a source read here line by line (JSONL, a BEIR corpus), else None.
+    ``reading`` stages such a source with ``read_jsonl`` and others with ``read_split``; ``retry`` reads lines."""
     if op.name == "sources.jsonl":
         from operators.sources.jsonl import SUFFIXES
         from operators.sources.paths import resolve_paths
@@ -201,8 +202,10 @@ def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
     return None
 
 
-def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
+def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
                 skip: frozenset[str] = frozenset(), seen: SeenIds | None = None) -> Iterator[Any]:
+    """The documents of ``jsonl_plan``'s files, line by line, with a ``Failure`` for each line that cannot be read,
+    each of ``skip`` and each id ``seen`` saw before. ``reading`` stages a source so (in its files' order)."""
     mapper = DocumentMapper(params, op=op)
     left = params.limit
     for path in paths:
@@ -280,7 +283,7 @@ def read_line_records(op: Source, path: str, lines: Collection[int]) -> dict[int
     if op.name == "sources.csv":
         return {line: _bad_row(got) if isinstance(got, BadRow) else got
                 for line, got in op.read_rows_at(path, lines).items()}
-    plan = _jsonl_plan(op)
+    plan = jsonl_plan(op)
     if plan is None:
         raise IngestError(f"cannot re-read {path}:{min(lines)}: the read step '{op.name}' is not a JSONL or CSV "
                           "source", step=op.step_id, op=op.name)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from flows.ingestion.embedder import Embedder
 from flows.ingestion.errors import IngestError, read_staging_json
 from flows.ingestion.ledger import Failure, absolute
-from flows.ingestion.records import _jsonl_plan, read_line_records, read_whole
+from flows.ingestion.records import jsonl_plan, read_line_records, read_whole
 from flows.ingestion.shards import ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR
 from flows.ingestion.unrecorded import source_key_of
@@ -164,7 +164,7 @@ def locate(path: str, op: Source) -> str:
 def _files(op: Source) -> list[Path]:
     plan = None
     try:
-        plan = _jsonl_plan(op)
+        plan = jsonl_plan(op)
     except Exception:  # noqa: BLE001 - the files are gone: fall back on the source's path param
         pass
     if plan is not None:
