@@ -36,8 +36,9 @@ _WORD = re.compile(r"[^\W_]+")
 #: On an original query's row: the extra queries the rewriters so far added for it (null on the added rows).
 EXTRA_QUERIES = "extra_queries"
 #: A list's mark at a line's start: a bullet, or a number or letter with its dot or bracket and a space ("1. ",
-#: "2) ", "a) "); not what starts a query ("U.S. presidents", "2019: the year", "A. Lincoln's birthplace").
-_LIST_MARK = re.compile(r"^\s*(?:[-*•]+\s*|\d{1,2}[.):]\s+|[a-z][.)]\s+|[A-Z]\)\s+)")
+#: "2) ", "a) "); not what starts a query ("U.S. presidents", "2019: the year", "A. Lincoln's birthplace"). The
+#: rewriter strips it from each line of an answer, ``query.keywords`` from each item of a list it is given.
+LIST_MARK = re.compile(r"^\s*(?:[-*•]+\s*|\d{1,2}[.):]\s+|[a-z][.)]\s+|[A-Z]\)\s+)")
 
 
 class RewriteParams(LLMParams):
@@ -99,7 +100,7 @@ class QueryRewriter(LLMStep):
 
     def split(self, text: str) -> list[str]:
         """The queries in one reply: one per line, list marks and quotes removed."""
-        lines = (_LIST_MARK.sub("", line).strip().strip("\"'`").strip() for line in text.splitlines())
+        lines = (LIST_MARK.sub("", line).strip().strip("\"'`").strip() for line in text.splitlines())
         return [line for line in lines if line and not line.endswith(":")]
 
     def reply_queries(self, reply: Completion) -> list[str]:

@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from operators.llm.gateway import Completion, LLMError
-from operators.query._rewrite import _LIST_MARK, QueryRewriter, RewriteParams, keywords_of
+from operators.query._rewrite import LIST_MARK, QueryRewriter, RewriteParams, keywords_of
 
 
 class KeywordParams(RewriteParams):
@@ -73,7 +73,7 @@ class KeywordExtractor(QueryRewriter):
         own = self._prompt_words()
         keywords = []
         for item in items:
-            words = [word for word in keywords_of(_LIST_MARK.sub("", item)).split()
+            words = [word for word in keywords_of(LIST_MARK.sub("", item)).split()
                      if not {word, word + "s", word.removesuffix("s")} & own]
             if words:
                 keywords.append(words)
