@@ -34,8 +34,9 @@ from operators.llm.loading import awake_until_done
 #: Options of a chat request that llama.cpp's create_chat_completion takes as they are.
 LLAMA_OPTIONS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
                  "response_format")
-#: llama-cpp-python's logger, which prints llama.cpp's log (errors only, with verbose=False).
-_LLAMA_LOG = logging.getLogger("llama-cpp-python")
+#: llama-cpp-python's logger, which prints llama.cpp's log (errors only, with verbose=False). The Serve LLM
+#: deployment too quiets it while it aborts a decode, which llama.cpp logs as an error.
+LLAMA_LOG = logging.getLogger("llama-cpp-python")
 
 
 def _handler_class() -> type:
@@ -147,8 +148,8 @@ class _Call:
         if self.seconds is not None and time.perf_counter() - self.started > self.seconds:
             self.stopped.add("timeout")
         if self.stopped and self.log_level is None:  # llama.cpp logs an abort as an error: it is not one
-            self.log_level = _LLAMA_LOG.level
-            _LLAMA_LOG.setLevel(logging.CRITICAL)
+            self.log_level = LLAMA_LOG.level
+            LLAMA_LOG.setLevel(logging.CRITICAL)
         return bool(self.stopped)
 
     def _watch(self, tokens: Any, logits: Any) -> Any:
@@ -204,7 +205,7 @@ class _Call:
             finally:
                 self.llama.tessera_watch(None)
                 if self.log_level is not None:
-                    _LLAMA_LOG.setLevel(self.log_level)
+                    LLAMA_LOG.setLevel(self.log_level)
 
     def raise_if_stopped(self) -> None:
         import litellm

@@ -145,17 +145,17 @@ class LlamaCppDeployment:
         it waited for the lock. Until the first sampled token llama.cpp's abort callback watches ``stopped`` (the
         token watch comes only after the prompt's evaluation, seconds for a long prompt), so a caller that leaves
         then frees the replica within a graph node; the aborted decode is not an error."""
-        from operators.llm.embedded import _LLAMA_LOG
+        from operators.llm.embedded import LLAMA_LOG
 
         with self.lock:
             if stopped.is_set():
                 yield False
                 return
-            level = _LLAMA_LOG.level
+            level = LLAMA_LOG.level
 
             def should_stop() -> bool:
                 if stopped.is_set():
-                    _LLAMA_LOG.setLevel(logging.CRITICAL)  # llama.cpp logs an abort as an error: it is not one
+                    LLAMA_LOG.setLevel(logging.CRITICAL)  # llama.cpp logs an abort as an error: it is not one
                 return stopped.is_set()
 
             self.llama.tessera_watch(should_stop)
@@ -166,7 +166,7 @@ class LlamaCppDeployment:
                     raise
             finally:
                 self.llama.tessera_watch(None)
-                _LLAMA_LOG.setLevel(level)
+                LLAMA_LOG.setLevel(level)
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "engine": "llama_cpp", "model": self.model, "requests": self.requests,
