@@ -37,7 +37,7 @@ from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_id
                                  refuse_against_index)
 from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, OWNER_FILE, adding_refused, check_named,
                                default_names, index_holding, read_owner, readable, unshared, write_owner)
-from serve.ingest_task import STEPS, _move_aside
+from serve.ingest_task import STEPS, move_folder_aside
 from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
 
@@ -312,7 +312,7 @@ class Indices:
 
         def move_aside() -> bool:
             moved.extend(doomed for folder in (self.folder / name, self.uploads / name)
-                         if (doomed := _move_aside(folder)) is not None)
+                         if (doomed := move_folder_aside(folder)) is not None)
             return True
 
         why = self.service.store.forget_index(name, owner, before=move_aside, ingestions=True)

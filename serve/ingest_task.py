@@ -226,7 +226,7 @@ def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | 
     row, path = store.index(job["index"]), Path(job["index_path"])
     if row is None or row["ingest_task"] != task_id or born(path) or _ingest_runs(path):
         return None
-    _remove(_move_aside(path), job)
+    _remove(move_folder_aside(path), job)
     return row["owner"]
 
 
@@ -245,7 +245,7 @@ def remove_cancelled(store: TaskStore, task: dict[str, Any]) -> bool:
     def move_aside() -> bool:
         if born(path):
             return False
-        moved.append(_move_aside(path))
+        moved.append(move_folder_aside(path))
         return True
 
     gone = store.forget_index(job["index"], task["owner"], latest=task["id"], before=move_aside) == "ok"
@@ -264,9 +264,9 @@ def _ingest_runs(path: Path) -> bool:
         return not free
 
 
-def _move_aside(path: Path) -> Path | None:
+def move_folder_aside(path: Path) -> Path | None:
     """Rename an index folder to a hidden name at once (a search or a listing sees the whole folder or none of
-    it); where it went, None when there was none."""
+    it); where it went, None when there was none. Deleting an index (``indices``) moves its folders so too."""
     import uuid
 
     if not path.exists():
@@ -277,7 +277,7 @@ def _move_aside(path: Path) -> Path | None:
 
 
 def _remove(doomed: Path | None, job: dict[str, Any]) -> None:
-    """Delete a folder ``_move_aside`` moved, and the upload's folder when it is empty (another upload's file
+    """Delete a folder ``move_folder_aside`` moved, and the upload's folder when it is empty (another upload's file
     keeps it)."""
     import shutil
 
