@@ -190,6 +190,12 @@ def _ranking_order(table: pa.Table, groups: np.ndarray, scores: pa.Array | pa.Ch
     return pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
 
 
+def ranking_columns(step_id: str) -> dict[str, str]:
+    """The columns a step that ranks writes through ``set_ranking``, with their roles: ``score``/``rank`` and its own
+    ``score_<step>``/``rank_<step>`` copy. Its ``produces`` names them (and the columns of the rows it writes)."""
+    return {"score": "score", "rank": "rank", f"score_{step_id}": "score", f"rank_{step_id}": "rank"}
+
+
 def set_ranking(table: pa.Table | dict[str, pa.Array | pa.ChunkedArray], scores=None, step_id: str | None = None,
                 *, rank_by: str | None = None, step_scores: pa.Array | None = None,
                 groups: np.ndarray | None = None, ordered: bool = False) -> pa.Table:

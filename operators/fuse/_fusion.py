@@ -40,7 +40,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError, close_names, did_you_mean
-from operators.tables import empty_like, qid_group_order, set_columns, set_ranking
+from operators.tables import empty_like, qid_group_order, ranking_columns, set_columns, set_ranking
 
 Normalisation = Literal["min-max", "max", "sum", "z-score"]
 
@@ -300,8 +300,7 @@ class Fuser(Operator):
         return ["qid", "docno"]
 
     def produces(self) -> dict[str, str]:
-        return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score",
-                f"rank_{self.step_id}": "rank"}
+        return ranking_columns(self.step_id)
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
-from operators.tables import require_columns, set_column
+from operators.tables import ranking_columns, require_columns, set_column
 
 
 class ExpandedQueryFuser(Operator):
@@ -45,7 +45,7 @@ class ExpandedQueryFuser(Operator):
         return ["qid", "docno", "rank", "original_qid"]
 
     def produces(self) -> dict[str, str]:
-        return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return ranking_columns(self.step_id)
 
     def transform(self, table: pa.Table) -> pa.Table:
         require_columns(table, self.reads(), op=self.name, step=self.step_id)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import FlowCancelled
-from operators.tables import concat, document_text, empty_like, qid_groups, set_column, set_ranking
+from operators.tables import concat, document_text, empty_like, qid_groups, ranking_columns, set_column, set_ranking
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class Reranker(Operator):
         return columns if self.params.query is not None else ["query", *columns]
 
     def produces(self) -> dict[str, str]:
-        return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return ranking_columns(self.step_id)
 
     def candidate_texts(self, rows: pa.Table) -> TitledTexts:
         texts = [t or "" for t in rows.column(self.params.text_column).to_pylist()]

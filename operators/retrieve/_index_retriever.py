@@ -35,7 +35,7 @@ from operators.base import Operator
 from operators.errors import OperatorError
 from operators.filters import FilterError, MetadataFilter, apply_filter, evaluation_error
 from operators.metadata_columns import RANKING_PREFIXES
-from operators.tables import query_rows, set_ranking
+from operators.tables import query_rows, ranking_columns, set_ranking
 
 _lock = threading.Lock()
 #: resolved path -> (the Index, its manifest's creation time when it was opened), the one searched last at the end
@@ -171,9 +171,6 @@ class IndexRetriever(Operator):
     #: What an index built for this step must hold ("bm25", "dense"); read by FlowSpec.index_features.
     index_features: ClassVar[tuple[str, ...]] = ()
 
-    #: Columns of a result row this step owns (replaced when the input already has them).
-    RESULT_COLUMNS: ClassVar[tuple[str, ...]] = ("docno", "doc_id", "title", "text", "score", "rank")
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._path: Path | None = None
@@ -188,8 +185,7 @@ class IndexRetriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
-        return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
-                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", **ranking_columns(self.step_id)}
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
@@ -316,7 +312,7 @@ class IndexRetriever(Operator):
         # the data model gives no such column) failed every search with a 500. A filter still reads them.
         doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS and not c.startswith(RANKING_PREFIXES)
                        and not (c in REWRITE_COLUMNS and c in queries.column_names)]
-        owned = set(doc_columns).union(self.RESULT_COLUMNS, (f"score_{self.step_id}", f"rank_{self.step_id}"))
+        owned = set(doc_columns).union(self.produces())  # replaced where the input has them
         kept = [c for c in queries.column_names if c not in owned]
         columns = dict(zip(kept, queries.select(kept).take(rows).columns))
         columns.update(zip(doc_columns, docs.select(doc_columns).columns))

@@ -25,7 +25,7 @@ import atexit
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ from operators.base import Operator
 from operators.errors import OperatorError, TesseraError
 from operators.local_files import local_path
 from operators.models import DEFAULT_ENCODER
-from operators.tables import query_rows, set_ranking
+from operators.tables import query_rows, ranking_columns, set_ranking
 
 INSTALL = "pip install tessera[stores]"
 #: Document columns that are not metadata when loading a table into a store.
@@ -194,7 +194,6 @@ class VectorStoreRetriever(Operator):
     scope = "query"
     # The store lives outside the flow and may change between runs: never reuse cached results.
     cacheable = False
-    result_columns: ClassVar[tuple[str, ...]] = ("docno", "title", "text", "score", "rank")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -204,8 +203,7 @@ class VectorStoreRetriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
-        return {"docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
-                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return {"docno": "id", "title": "data", "text": "text", **ranking_columns(self.step_id)}
 
     def error(self, cls: type[OperatorError], message: str, field: str | None = None) -> OperatorError:
         return cls(message, op=self.name, step=self.step_id, field=field)
@@ -245,7 +243,7 @@ class VectorStoreRetriever(Operator):
     # -- running --------------------------------------------------------------
 
     def transform(self, table: pa.Table) -> pa.Table:
-        owned = set(self.result_columns) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        owned = set(self.produces())  # input columns of the same names are replaced
         queries = query_rows(table, owned)
         hits: list[list[tuple[str, dict[str, Any], float]]] = []
         if queries.num_rows:

@@ -14,14 +14,11 @@ from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.local_files import local_path
-from operators.tables import query_rows, set_ranking
+from operators.tables import query_rows, ranking_columns, set_ranking
 
 #: The repository root: relative corpus paths that do not exist under the working
 #: directory are looked up here, so ``tessera run demo`` works from any directory.
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-#: Columns this operator writes; input columns of the same names are replaced.
-RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
 
 
 def resolve_corpus(path: str) -> Path:
@@ -80,10 +77,7 @@ class CorpusBM25Retriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
-        return {
-            "docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
-            f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank",
-        }
+        return {"docno": "id", "title": "data", "text": "text", **ranking_columns(self.step_id)}
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
@@ -142,7 +136,7 @@ class CorpusBM25Retriever(Operator):
     # -- running ------------------------------------------------------------
 
     def transform(self, table: pa.Table) -> pa.Table:
-        owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        owned = set(self.produces())  # input columns of the same names are replaced
         queries = query_rows(table, owned)
         n_docs = self._docs.num_rows
         rows = np.zeros(0, dtype=np.int64)

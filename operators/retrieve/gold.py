@@ -13,10 +13,7 @@ from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.local_files import local_path
-from operators.tables import query_rows, set_ranking
-
-#: Columns this operator writes; input columns of the same names are replaced.
-RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
+from operators.tables import query_rows, ranking_columns, set_ranking
 
 
 class GoldRetriever(Operator):
@@ -63,8 +60,7 @@ class GoldRetriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
-        return {"docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
-                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return {"docno": "id", "title": "data", "text": "text", **ranking_columns(self.step_id)}
 
     def unset_params(self) -> dict[str, str]:
         if self.params.dataset is not None:
@@ -145,7 +141,7 @@ class GoldRetriever(Operator):
         return self._gold.get(self._qid_of.get(text, ""), [])
 
     def transform(self, table: pa.Table) -> pa.Table:
-        owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        owned = set(self.produces())  # input columns of the same names are replaced
         queries = query_rows(table, owned)
         rows, docnos, grades = [], [], []
         texts = queries.column("query").to_pylist() if "query" in queries.column_names else [None] * queries.num_rows

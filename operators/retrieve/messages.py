@@ -13,7 +13,7 @@ from operators.base import Operator
 from operators.conversation import answer_text, declined_replies_field, is_declined, normalise, read_messages
 from operators.metadata_columns import RESERVED
 from operators.retrieve._index_retriever import REWRITE_COLUMNS
-from operators.tables import concat, group_by_qid, query_rows, set_column, set_ranking
+from operators.tables import concat, group_by_qid, query_rows, ranking_columns, set_column, set_ranking
 
 
 class MessagesRetriever(Operator):
@@ -69,8 +69,7 @@ class MessagesRetriever(Operator):
         return ["qid"]  # queries without a conversation (a first turn, `tessera run -q`) add no message rows
 
     def produces(self) -> dict[str, str]:
-        return {"docno": "id", "text": "text", self.params.source_column: "chip", "score": "score", "rank": "rank",
-                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+        return {"docno": "id", "text": "text", self.params.source_column: "chip", **ranking_columns(self.step_id)}
 
     def transform(self, table: pa.Table) -> pa.Table:
         is_results = "docno" in table.column_names

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from operators.base import Operator
 from operators.errors import ParamsError
 from operators.filters import MetadataFilter
-from operators.tables import concat, set_column, set_ranking
+from operators.tables import concat, ranking_columns, set_column, set_ranking
 
 
 class Collection(BaseModel):
@@ -116,7 +116,7 @@ class MultiCollectionRetriever(Operator):
 
     def produces(self) -> dict[str, str]:
         return {"collection": "data", "docno": "id", "doc_id": "id", "title": "data", "text": "text",
-                "score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+                **ranking_columns(self.step_id)}
 
     def nested_operators(self) -> dict[str, Operator]:
         return {**{f"params.collections.{i}": op for i, op in enumerate(self._retrievers)},

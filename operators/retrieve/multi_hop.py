@@ -19,7 +19,7 @@ from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
 from operators.retrieve.multi_hop_links import title_links
-from operators.tables import concat, query_rows, set_columns, set_ranking
+from operators.tables import concat, query_rows, ranking_columns, set_columns, set_ranking
 
 log = logging.getLogger(__name__)
 _FOLLOW_UP_SYSTEM = "You write web search queries. Reply with one query and nothing else."
@@ -141,8 +141,8 @@ class MultiHopRetriever(Operator):
 
     def produces(self) -> dict[str, str]:
         dense = {QUESTION_COSINE: "data"} if "dense" in self.index_needs() else {}
-        return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "hop": "data", "score": "score",
-                "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank", **dense}
+        return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "hop": "data",
+                **ranking_columns(self.step_id), **dense}
 
     def calls_model(self) -> bool:
         return self.params.follow_up == "llm"
