@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         "BEIR folder, .parquet, .csv/.tsv (also .gz), or document files: PDFs (a document per page), "
                         ".txt, .md and .html files (one document each), as a file, a glob or a folder that may mix "
                         "them; default: the spec's read step")
-    parser.add_argument("--index", "-i", required=True, metavar="PATH",
+    parser.add_argument("--index", "-i", required=True, metavar="NAME_OR_PATH",
                         help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
                         help=f"ingest flow spec: file or built-in name (default: {DEFAULT_SPEC}, "

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", action="append", dest="models", metavar="KIND",
                         help=f"what to train: {', '.join(KINDS)} or all (every kind but static; repeat; default "
                         "cross-encoder)")
-    parser.add_argument("--spec", default="train", metavar="SPEC",
+    parser.add_argument("--spec", default="train", metavar="RECIPE",
                         help="training recipe: a file or a built-in recipe name (default train: "
                         "flows/train/recipes/train.yaml)")
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
