@@ -100,20 +100,21 @@ def test_every_option_cli_md_lists_exists_with_the_default_it_states():
     assert not wrong, wrong
 
 
-def test_every_option_the_synopsis_shows_with_a_value_names_the_value_as_help_does():
-    """``tessera ingest --index NAME_OR_PATH`` in the synopsis is what ``--help`` shows: it said ``--index PATH`` (and
-    ``tessera serve`` ``--index INDEX``) for an option that takes an index's name too. Options with choices are left
-    to the prose (``--help`` lists the choices)."""
-    parsers, wrong = command_parsers(), []
-    for command, text in cli_synopsis().items():
+def test_every_option_cli_md_shows_with_a_value_names_the_value_as_help_does():
+    """``tessera ingest --index NAME_OR_PATH`` in the synopsis and the option tables is what ``--help`` shows: it said
+    ``--index PATH`` (and ``tessera serve`` ``--index INDEX``) for an option that takes an index's name too. Options
+    with choices are left to the prose (``--help`` lists the choices)."""
+    parsers, sections, wrong = command_parsers(), cli_sections(), []
+    for command, synopsis in cli_synopsis().items():
         shown: dict[str, set[str]] = {}
         for words, parser in parsers.items():
             if words.split()[0] == command:
                 for option, action in options(parser).items():
                     if action.nargs != 0 and not action.choices:
                         shown.setdefault(option, set()).add(action.metavar or action.dest.upper())
+        rows = "\n".join(re.findall(r"^\| (`--[^|]*)\|", sections.get(command, ""), re.M))  # a table's first cells
         wrong += [f"tessera {command} {option} {value}: --help shows {' or '.join(sorted(shown[option]))}"
-                  for option, value in re.findall(r"(--[\w-]+) ([A-Z][A-Z_.=]*)", text)
+                  for option, value in re.findall(r"(--[\w-]+)`?(?:, `-\w)? ([A-Z][A-Z_.=,]*)", synopsis + rows)
                   if option in shown and value not in shown[option]]
     assert not wrong, wrong
 
