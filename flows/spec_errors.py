@@ -63,7 +63,8 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "list_type" and loc[-1:] == ["inputs"] and isinstance(first.get("input"), str):
         message += f": write inputs: [{first['input']}]"
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
-        message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
+        message = ("a training recipe, not a flow to run: train with it by tessera train --spec RECIPE_FILE (or "
+                   "python -m flows.train --spec RECIPE_FILE)")
     return SpecError(message, step=step, field=field)
 
 

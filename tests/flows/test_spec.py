@@ -7,7 +7,7 @@ import json
 import pytest
 
 from flows.spec import FlowSpec, from_mosaic
-from flows.store import builtin_names
+from flows.store import RECIPES_DIR, builtin_names
 from flows.train.recipe import load_recipe, recipe_names
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 
@@ -232,6 +232,17 @@ def test_every_builtin_recipe_builds_and_is_not_a_flow(name):
                        f"tessera train --spec {name}"):  # not "no flow ... named", of a name `flows list` lists
         FlowSpec.load(name)
 
+
+
+def test_a_recipe_file_given_as_a_flow_names_the_file_to_train_with():
+    """``tessera run flows/train/recipes/train.yaml`` ended ``train with it by tessera train --spec (python -m
+    flows.train)``: an option without its value, read as the command to type."""
+    recipe = RECIPES_DIR / "train.yaml"
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(str(recipe))
+    assert err.value.message.startswith(f"{recipe}, line ")  # the file that RECIPE_FILE stands for
+    assert err.value.message.endswith("a training recipe, not a flow to run: train with it by tessera train --spec "
+                                      "RECIPE_FILE (or python -m flows.train --spec RECIPE_FILE)")
 
 def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
     with pytest.raises(ParamsError, match="must be a number, not true") as err:
