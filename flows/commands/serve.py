@@ -25,13 +25,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
-from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
+from flows.commands.serve_checks import (check_gpus, check_named_index, check_port, check_setting_names,
+                                         check_task_stores, checked_address, home_readable_by_others)
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from flows.commands.serve_store_lock import hold_task_stores
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
@@ -78,6 +78,7 @@ def handle(args: argparse.Namespace) -> int:
     # on another machine's cluster, these are that machine's; printing the config starts nothing
     if not args.print_config and local_cluster(checked_address(args.address), os.environ):
         check_port(str(http.get("host", "127.0.0.1")), port)
+        check_named_index(args.index)
         check_task_stores(config)
         held = hold_task_stores(config)  # noqa: F841 - for as long as this process runs
         check_models_file(os.environ)
@@ -192,50 +193,6 @@ def local_cluster(address: str | None, environ) -> bool:
         return True
     host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
     return _loopback(host)
-
-
-def check_port(host: str, port: int) -> None:
-    """Refuse a port something already has. The test bind leaves out ``SO_REUSEPORT``, so it fails on a port
-    that another Ray Serve proxy holds (it binds with it, and the kernel would share the port between the two,
-    splitting requests); the connection probe catches a listener on another address of this machine."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except socket.gaierror as err:
-        raise CliError(f"cannot resolve the host {host!r}: {err.strerror}", field="http_options.host") from None
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed socket's TIME_WAIT is no owner
-        try:
-            probe.bind(address)
-        except OSError as err:
-            raise CliError(f"port {port} on {host} is not free ({err.strerror}): another process (another "
-                           "tessera serve?) has it; stop it or pick another --port", field="port") from None
-    target = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    try:
-        with socket.create_connection((target, port), timeout=2):
-            pass
-    except OSError:
-        return
-    raise CliError(f"port {port} on {target} accepts connections: another process (another tessera serve?) has "
-                   "it; stop it or pick another --port", field="port")
-
-
-def check_task_stores(config: dict) -> None:
-    """Open each task store (``args.service.task_store``, default ``$TESSERA_HOME/tasks.db``) before Serve starts
-    (``flows.task_store_check``): a SQLite folder that cannot be made or a file that is no database would keep the
-    api deployment retrying forever; a database server that refuses, drops packets or rejects the login would
-    fail the build only after Ray and Serve had started."""
-    from flows.task_store_check import task_store_problem
-    from flows.task_store_url import default_task_store_url
-
-    for application in config.get("applications") or []:
-        service = (application.get("args") or {}).get("service")
-        if service is None:
-            continue
-        given = bool(service.get("task_store"))
-        problem = task_store_problem(str(service.get("task_store") or default_task_store_url()), default=not given)
-        if problem:
-            raise CliError(problem, field="args.service.task_store" if given else "TESSERA_HOME")
 
 
 def check_models_file(environ) -> None:

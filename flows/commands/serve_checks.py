@@ -8,10 +8,12 @@
   only itself, with pydantic's traceback.
 * A ``$TESSERA_HOME`` other users of the machine may list or read, when the service has tenants (a warning).
 * The cluster ``--address`` (else ``RAY_ADDRESS``) names: ``serve run`` printed Ray's traceback for the job server's
-  ``http://`` address, and waited minutes on one where nothing listens."""
+  ``http://`` address, and waited minutes on one where nothing listens.
+* The port, the task stores, and an index named by ``--index``: each failed only after Ray and Serve had started."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +154,62 @@ def _gpu_requests(config: dict[str, Any]) -> list[tuple[str, float]]:
             if isinstance(gpus, (int, float)) and gpus > 0:
                 asks.append((f"applications.{n}.deployments.{m}.ray_actor_options.num_gpus", float(gpus)))
     return asks
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port something already has. The test bind leaves out ``SO_REUSEPORT``, so it fails on a port
+    that another Ray Serve proxy holds (it binds with it, and the kernel would share the port between the two,
+    splitting requests); the connection probe catches a listener on another address of this machine."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as err:
+        raise CliError(f"cannot resolve the host {host!r}: {err.strerror}", field="http_options.host") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed socket's TIME_WAIT is no owner
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise CliError(f"port {port} on {host} is not free ({err.strerror}): another process (another "
+                           "tessera serve?) has it; stop it or pick another --port", field="port") from None
+    target = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        with socket.create_connection((target, port), timeout=2):
+            pass
+    except OSError:
+        return
+    raise CliError(f"port {port} on {target} accepts connections: another process (another tessera serve?) has "
+                   "it; stop it or pick another --port", field="port")
+
+
+def check_task_stores(config: dict) -> None:
+    """Open each task store (``args.service.task_store``, default ``$TESSERA_HOME/tasks.db``) before Serve starts
+    (``flows.task_store_check``): a SQLite folder that cannot be made or a file that is no database would keep the
+    api deployment retrying forever; a database server that refuses, drops packets or rejects the login would
+    fail the build only after Ray and Serve had started."""
+    from flows.task_store_check import task_store_problem
+    from flows.task_store_url import default_task_store_url
+
+    for application in config.get("applications") or []:
+        service = (application.get("args") or {}).get("service")
+        if service is None:
+            continue
+        given = bool(service.get("task_store"))
+        problem = task_store_problem(str(service.get("task_store") or default_task_store_url()), default=not given)
+        if problem:
+            raise CliError(problem, field="args.service.task_store" if given else "TESSERA_HOME")
+
+
+def check_named_index(index: str | None) -> None:
+    """An index named by ``--index`` must be there, as ``tessera run --index`` requires: the service started (a
+    minute of model loading on 2 cores) and then answered every search that used it with a 503. The config's own
+    default may be missing (a service whose users name their indices, or upload them)."""
+    if not index:
+        return
+    from operators.errors import TesseraError
+    from operators.store import Index
+
+    try:
+        Index.open(index, verify=False)
+    except TesseraError as err:
+        raise CliError(err.message, field="--index") from None

@@ -298,3 +298,19 @@ def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path
     assert home_readable_by_others(without, home) is None  # one user on loopback: nobody else's data
     home.chmod(0o700)
     assert home_readable_by_others(with_keys, home) is None
+
+
+def test_an_index_named_by_index_must_be_there_as_run_requires(small_config, tmp_path, serve_in_process):
+    """``tessera serve --index nosuch`` started (a minute of model loading) and then answered every search with 503."""
+    from flows.commands.serve_checks import check_named_index
+    from operators.store import Index
+
+    done = serve_in_process("--config", str(small_config()), "--index", "nosuch", tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"tessera: error: field '--index': no index at {tmp_path}/home/indices/nosuch")
+    assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
+    (tmp_path / "empty").mkdir()  # a folder with no manifest is no index either
+    done = serve_in_process("--config", str(small_config()), "--index", str(tmp_path / "empty"), tmp_path=tmp_path)
+    assert done.returncode == 2 and f"no index at {tmp_path}/empty" in done.stderr
+    check_named_index(str(Index.create(tmp_path / "idx", {"dense": False}).path))  # an index, even empty, passes
+    check_named_index(None)  # the config's default (a folder that may come later) is not checked
