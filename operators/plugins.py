@@ -114,7 +114,7 @@ def remember_source(cls: type) -> None:
         return
     _remembered.add(cls)
     own, top = cls.__module__, cls.__module__.partition(".")[0]
-    for name, module in list(sys.modules.items()):
+    for name, module in sys.modules.copy().items():  # one copy: list(items()) can fail while another thread imports
         if not (name == own or own != "__main__" and (name == top or name.startswith(top + "."))):
             continue
         if name in _imported_sources:
@@ -130,17 +130,28 @@ def remember_stamps() -> None:
     it, as ``imported_source`` does a plugin's digest. Called where operators are looked up (``get_operator``),
     registered and built on a Ray worker; it looks again only once another module was imported."""
     global _modules_seen
-    last = next(reversed(sys.modules), None)  # an import adds its module last: the same count and last, no import
-    seen = (len(sys.modules), last, id(sys.modules.get(last)))
+    seen = _modules_now()
     if seen == _modules_seen:
         return
     _modules_seen = seen
-    for name, module in list(sys.modules.items()):
+    # A copy (one C call): another thread's import changed sys.modules while list(items()) read it, a request of the
+    # service failed with "dictionary changed size during iteration".
+    for name, module in sys.modules.copy().items():
         if not (name.startswith(BUILT_IN_PACKAGES) or is_local(name.partition(".")[0])):
             continue  # by its name first: an installed package's module is never touched
         spec, known = _own_attribute(module, "__spec__"), _stamps.get(name)
         if known is None or known[0] is not spec:
             _stamps[name] = (spec, _stamp(_own_attribute(module, "__file__")))
+
+
+def _modules_now() -> tuple[int, str | None, int]:
+    """The count of modules imported, the last one's name and its id: an import adds its module last, so the same
+    three mean no import since. Another thread's import between the iterator's making and its step is a change."""
+    try:
+        last = next(reversed(sys.modules), None)
+    except RuntimeError:  # dictionary changed size during iteration
+        return (-1, None, 0)
+    return (len(sys.modules), last, id(sys.modules.get(last)))
 
 
 def _own_attribute(module: Any, name: str) -> Any:

@@ -458,3 +458,44 @@ def test_more_sample_documents_than_shipped_need_a_checkout(monkeypatch, tmp_pat
     assert sample_documents(40).num_rows == 40
     with pytest.raises(FileNotFoundError, match="ships 40 sample documents"):
         sample_documents(41)
+
+
+def test_looking_up_operators_while_another_thread_imports_never_fails():
+    """The service looks operators up on request threads while others import: reading ``sys.modules`` as it changed
+    failed a request with "dictionary changed size during iteration" (a 500 of GET /v1/models/NAME, in CI)."""
+    import threading
+    import time
+    import types
+
+    from operators import plugins
+
+    stop, errors = threading.Event(), []
+
+    def imports() -> None:  # modules come and go, twenty at a time, as imports and test teardowns do
+        names = [f"_tessera_thread_probe_{k}" for k in range(20)]
+        while not stop.is_set():
+            for name in names:
+                sys.modules[name] = types.ModuleType(name)
+            for name in names:
+                sys.modules.pop(name, None)
+
+    def lookups() -> None:
+        try:
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                plugins.remember_stamps()
+        except RuntimeError as err:
+            errors.append(err)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the old code failed within the half second
+    try:
+        importer, looker = threading.Thread(target=imports), threading.Thread(target=lookups)
+        importer.start()
+        looker.start()
+        looker.join()
+    finally:
+        stop.set()
+        importer.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
