@@ -331,8 +331,9 @@ class Stager:
         if failed > LOGGED_FAILURES:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:
-            log.warning("%d record(s) of the source are left out, the rest goes on; each is in the index's "
-                        f"failures.jsonl with its file and line, or the file alone ({RETRY_ADVICE})", failed)
+            log.warning("%d record(s) of the source are left out, %s; each is in the index's failures.jsonl with its "
+                        f"file and line, or the file alone ({RETRY_ADVICE})", failed, "the rest goes on" if any(
+                            s.docs for s in shards) else "and the source has no other document")  # a whole file
         return shards
 
     def _unrecorded(self, shard: str, rows: pa.Table) -> dict[str, Any] | None:

@@ -93,7 +93,11 @@ def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingeste
     assert "3 document(s) failed in this run; 3 open" in capsys.readouterr().out
     broken = tmp_path / "broken.csv"
     broken.write_text(HEADER + 'x1,T,"never closed\nx2,T,one,two\n')
-    assert main(["ingest", "--index", str(tmp_path / "idx2"), *command[3:], "--source", str(broken)]) == 1
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tessera.ingest"):
+        assert main(["ingest", "--index", str(tmp_path / "idx2"), *command[3:], "--source", str(broken)]) == 1
+    assert "2 record(s) of the source are left out, and the source has no other document;" in caplog.text  # not
+    assert "the rest goes on" not in caplog.text  # "the rest goes on", where nothing else was there to go on
     err = capsys.readouterr().err  # an error line on stderr, its command to paste on one line
     assert f"tessera: error: no document was ingested: all 2 failed (the first: {broken}, line 2: " in err
     assert f"; why: {tmp_path / 'idx2'}/failures.jsonl; fix them, then: tessera ingest --index {tmp_path / 'idx2'} " \
