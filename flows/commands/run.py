@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         "'-' for standard input (JSON lines if it starts with '{', a JSON array with '[', "
                         "qid<TAB>query lines if every line has a tab, else one query a line), "
                         "or one query text; repeat it for several query texts (-q 'first' -q 'second'); may be "
-                        "left out when FLOW is a mosaicRAG request with a query")
+                        "left out when FLOW is a mosaicRAG request with a query, and must be when its steps start at a "
+                        "source (sources.jsonl: it reads no queries)")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
                         help=f"where steps run (default: {default_executor})")
     parser.add_argument("--index", metavar="NAME_OR_PATH",
