@@ -87,7 +87,8 @@ def index_param(index: Any) -> Any:
     """An ``index`` param as a spec holds it: the text of a path, or of an index opened in Python (``flows.api.Index``,
     anything with a ``path``); anything else as it is, for the params' validation to word."""
     index = getattr(index, "path", index)
-    return os.fspath(index) if isinstance(index, os.PathLike) else index
+    # absolute: the text of Path("./idx") is "idx", which read again would be $TESSERA_HOME's index of that name
+    return os.path.abspath(os.path.expanduser(os.fspath(index))) if isinstance(index, os.PathLike) else index
 
 
 class FlowSpec(BaseModel):

@@ -34,8 +34,9 @@ BENCH_FOLDER = "auto"
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
     """``$TESSERA_HOME/indices/<name>`` for a bare name, else the path as given, made absolute.
 
-    A bare name has no path separator: ``./idx`` and ``idx/`` are paths (``Path`` drops the
-    ``./`` and the slash, so the text is read, not the parts). A folder that happens to have the
+    A bare name is text with no path separator: ``./idx`` and ``idx/`` are paths (the text is read, not the parts),
+    and so is any ``pathlib.Path``, which has dropped the ``./`` and the slash: ``Path("./idx")`` meant ``./idx``, not
+    ``$TESSERA_HOME``'s ``idx``. A folder that happens to have the
     name in the working directory is not the index: which index a name means must not depend on
     where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
     ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s. An empty
@@ -69,9 +70,11 @@ def expand_user(path: str | os.PathLike) -> Path:
 
 
 def is_index_name(name_or_path: str | os.PathLike) -> bool:
-    """Whether ``resolve_index`` reads it as a name under ``$TESSERA_HOME/indices`` (no path separator, not ``.``,
-    ``..`` or ``~...``), not as a path."""
-    text = os.fspath(name_or_path)
+    """Whether ``resolve_index`` reads it as a name under ``$TESSERA_HOME/indices`` (text with no path separator, not
+    ``.``, ``..`` or ``~...``), not as a path. A ``pathlib.Path`` is always a path: its text has lost a ``./``."""
+    if not isinstance(name_or_path, str):
+        return False
+    text = name_or_path
     separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
     return not (text.startswith("~") or Path(text).is_absolute() or any(sep in text for sep in separators)
                 or text in (".", ".."))

@@ -81,6 +81,20 @@ def test_a_dict_specs_index_may_be_a_path_or_an_index_as_index_may(bm25_index, h
     assert ran.equals(Flow.load("bm25", index=str(bm25_index), params={"bm25.k": 3}).run("opera composers").table)
 
 
+def test_a_relative_path_is_a_path_not_an_index_name(bm25_index, home, monkeypatch):
+    """``Path("./idx")`` is ``Path("idx")``: its text, a bare name, was read as ``$TESSERA_HOME``'s index ``idx``."""
+    from flows.api import Flow, Index
+
+    monkeypatch.chdir(bm25_index.parent)
+    relative = Path(".") / bm25_index.name
+    assert Index.open(relative).path == bm25_index
+    spec = {"name": "own", "steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": relative}}}}
+    assert Flow.load(spec).spec.steps["bm25"].params["index"] == str(bm25_index)
+    assert Flow.load("bm25", index=relative).spec.steps["bm25"].params["index"] == str(bm25_index)
+    with pytest.raises(IndexStoreError, match="no index at .*/indices/"):  # the text is still a name
+        Index.open(bm25_index.name)
+
+
 def test_a_cache_that_is_not_a_flag_or_folder_is_refused_naming_cache(bm25_index, home):
     from flows.api import Flow
 

@@ -266,6 +266,8 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
     assert resolve_index("./scifact") == tmp_path / "here" / "scifact"
     # absolute: Path("./scifact") is Path("scifact"), which read again would be $TESSERA_HOME's index
     assert resolve_index(resolve_index("./scifact")) == tmp_path / "here" / "scifact"
+    # a pathlib.Path is a path, whatever its text: Path("./scifact") meant ./scifact, and was $TESSERA_HOME's index
+    assert resolve_index(Path("./scifact")) == resolve_index(Path("scifact")) == tmp_path / "here" / "scifact"
 
 
 def test_index_info_of_a_dot_slash_path_reads_that_index_and_not_the_homes(tmp_path, monkeypatch, capsys):
