@@ -7,7 +7,7 @@ import contextlib
 import re
 import secrets
 
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import ElementNotInteractableException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -15,10 +15,11 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 QUERY = "which insects make honey and pollinate flowers"
 
 
-def wait(driver, condition, seconds: float = 60):
-    """``condition``'s first true value; an element the page re-rendered while it was read means "not yet"."""
+def wait(driver, condition, seconds: float = 60, *, not_yet: tuple[type[Exception], ...] = ()):
+    """``condition``'s first true value; an element the page re-rendered while it was read means "not yet", and so do
+    the exceptions of ``not_yet``."""
     return WebDriverWait(driver, seconds, poll_frequency=0.2,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
+                         ignored_exceptions=(StaleElementReferenceException, *not_yet)).until(lambda d: condition(d))
 
 
 def heard(driver, css: str) -> list[tuple[str, str]] | None:
@@ -30,13 +31,16 @@ def heard(driver, css: str) -> list[tuple[str, str]] | None:
 
 
 def click(driver, xpath: str) -> None:
-    """Click the element at ``xpath``, found again if the page re-renders it in between (a list reloading)."""
-    wait(driver, lambda d: d.find_element(By.XPATH, xpath).click() or True)
+    """Click the element at ``xpath``, found again if the page re-renders it in between (a list reloading), and
+    tried again while it cannot take a click yet (a row's button the page is still drawing)."""
+    wait(driver, lambda d: d.find_element(By.XPATH, xpath).click() or True, not_yet=(ElementNotInteractableException,))
 
 
 def press(driver, xpath: str, *keys: str) -> None:
-    """Send ``keys`` to the element at ``xpath``, found again if the page re-renders it in between (as ``click``)."""
-    wait(driver, lambda d: d.find_element(By.XPATH, xpath).send_keys(*keys) or True)
+    """Send ``keys`` to the element at ``xpath``, as ``click`` clicks: a row's share button found, then "not
+    interactable" for a moment, failed a CI run (test_share_and_delete_by_keyboard..., 2026-12-06 and -07)."""
+    wait(driver, lambda d: d.find_element(By.XPATH, xpath).send_keys(*keys) or True,
+         not_yet=(ElementNotInteractableException,))
 
 
 def by_id(driver, element_id: str):
