@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from operators.errors import TesseraError, close_names, plain_message, short_repr, unknown_name_hint
 from operators.home import tessera_home
+from operators.yaml_text import yaml_problem
 
 PACKAGED_FILE = Path(__file__).with_name("models.yaml")
 #: The provider prefix of the embedded model (a litellm custom provider, ``operators.llm.embedded``).
@@ -139,16 +140,6 @@ def _gguf_beside(model: str, folder: Path) -> str:
     return f"{EMBEDDED_PROVIDER}/{folder / name}"
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """PyYAML's problem and where, on one line: its own text said ``in "<unicode string>", line 2, column 6`` and a
-    snippet with a caret, folded into the line, of a file it had just named."""
-    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
-    if mark is None or not problem:
-        return " ".join(str(err).split())
-    tab = "; YAML indents with spaces, not tabs: replace the tab with spaces" if "'\\t'" in problem else ""
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1}){tab}"
-
-
 @functools.lru_cache(maxsize=32)
 def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAlias]:
     path = Path(file)
@@ -160,7 +151,7 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
     except OSError as err:
         raise ModelConfigError(f"cannot read the models file {path}: {err.strerror or err}") from None
     except yaml.YAMLError as err:
-        raise ModelConfigError(f"the models file {path} is not valid YAML: {_yaml_problem(err)}") from None
+        raise ModelConfigError(f"the models file {path} is not valid YAML: {yaml_problem(err)}") from None
     except _BadKey as err:
         raise ModelConfigError(f"the models file {path} {err}") from None
     if not isinstance(data, dict):
