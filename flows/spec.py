@@ -87,8 +87,12 @@ def index_param(index: Any) -> Any:
     """An ``index`` param as a spec holds it: the text of a path, or of an index opened in Python (``flows.api.Index``,
     anything with a ``path``); anything else as it is, for the params' validation to word."""
     index = getattr(index, "path", index)
-    # absolute: the text of Path("./idx") is "idx", which read again would be $TESSERA_HOME's index of that name
-    return os.path.abspath(os.path.expanduser(os.fspath(index))) if isinstance(index, os.PathLike) else index
+    if not isinstance(index, os.PathLike):
+        return index
+    from operators.store.layout import resolve_index  # here: operators.store's import is 0.1 s of every command's
+
+    # absolute, as resolve_index makes a Path: the text of Path("./idx") is "idx", which read again would be a name
+    return str(resolve_index(index))
 
 
 class FlowSpec(BaseModel):
