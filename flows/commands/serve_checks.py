@@ -207,9 +207,9 @@ def check_named_index(index: str | None) -> None:
     if not index:
         return
     from operators.errors import TesseraError
-    from operators.store import Index
+    from operators.store.layout import check_index_exists
 
     try:
-        Index.open(index, verify=False)
+        check_index_exists(index)  # as Flow.load checks its index=: the manifest read, nothing loaded
     except TesseraError as err:
         raise CliError(err.message, field="--index") from None
