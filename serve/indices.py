@@ -87,8 +87,8 @@ class Indices:
                 continue
             entries.append({"name": name, "default": path == default, **entry, **_ownership(row, tenant)})
         listed = {e["name"] for e in entries}
-        for name, row in made.items():  # the caller's new indices whose first ingestion has not committed yet
-            if name not in listed and row["owner"] == tenant:
+        for name, row in made.items():  # new indices whose first ingestion has not committed yet: the caller's, shared
+            if name not in listed and readable(row, tenant):
                 entries.append({"name": name, "default": False, **EMPTY, **_ownership(row, tenant)})
         return entries
 
@@ -136,7 +136,8 @@ class Indices:
 
     def readable_index(self, name: str, tenant: str) -> Any:
         """Index ``name`` when ``tenant`` may search it, and so read its documents (a 403 for another key's private
-        one, a 404 when there is none); None for the caller's own whose first ingestion has not committed yet."""
+        one, a 404 when there is none); None for one it may read whose first ingestion has not committed yet (its own,
+        or one its owner shared: no documents, as a search of it says, not "no index")."""
         path, row = self.named(name)
         row = row or read_owner(path)
         if not readable(row, tenant):
@@ -144,7 +145,7 @@ class Indices:
         index = open_index(path) if self._searchable() else None
         if index is None and row is not None:  # its first upload has not committed, or it was deleted meanwhile
             row = self.service.store.index(name) or read_owner(path)
-        if index is None and (row is None or row["owner"] != tenant):
+        if index is None and (row is None or not readable(row, tenant)):
             raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
         return index
 

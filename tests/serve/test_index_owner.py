@@ -144,6 +144,28 @@ def test_an_index_whose_first_upload_never_committed_has_no_documents_on_every_r
     assert (err.value.status, err.value.code) == (403, "index_not_owned")
 
 
+def test_a_shared_index_whose_first_upload_has_not_committed_has_no_documents_for_every_key(home, tmp_path):
+    """Another key was told its search of such an index found one with no documents yet (409 ``index_empty``), while
+    its listing left the index out and its documents were a 404 "no index named 'fresh'"."""
+    service = start(tmp_path, "tasks.db")
+    task, _ = service.store.create_ingest_task("alice", "fresh", "ingest", {"documents": 1}, ["ingest"], limit=5)
+    service.indices.share("fresh", True, "alice")
+    listed = {entry["name"]: entry for entry in service.indices.listing("bob")}
+    assert (listed["fresh"]["chunks"], listed["fresh"]["shared"], listed["fresh"]["writable"]) == (0, True, False)
+    assert listed["fresh"]["ingest_task"] is None  # the owner's task, which another key cannot follow
+    assert service.indices.documents("fresh", "bob", 0, 10)["total"] == 0
+    with pytest.raises(ApiError) as err:
+        service.indices.document("fresh", "a", "bob")
+    assert (err.value.status, err.value.code) == (404, "document_not_found")
+    err = refused(service, {"flow": "bm25", "index": "fresh"}, "bob", status=409)
+    assert err.code == "index_empty" and task not in err.message
+    service.indices.share("fresh", False, "alice")
+    assert "fresh" not in {entry["name"] for entry in service.indices.listing("bob")}
+    with pytest.raises(ApiError) as err:
+        service.indices.documents("fresh", "bob", 0, 10)
+    assert (err.value.status, err.value.code) == (403, "index_not_shared")
+
+
 @pytest.mark.integration  # MiniLM loads in this process
 def test_an_upload_writes_the_owner_file_before_its_ingestion_runs(home, tmp_path):
     service = start(tmp_path, "tasks.db")
