@@ -15,7 +15,6 @@ import pytest
 from flows.cache import CacheError, StepCache
 from flows.cache_prune import parse_size, stored_files
 from operators.byte_sizes import format_bytes
-from tests.open_files import open_files
 
 QUERIES = ["gothic cathedrals", "classical music", "electric guitar", "fairy tales", "tower of pisa", "folk dance"]
 
@@ -133,7 +132,6 @@ RUNS_IN_A_FRESH_PROCESS = """
 import gc, json, sys
 from pathlib import Path
 from flows.api import Flow
-from tests.open_files import open_files
 
 index, root, home, query = sys.argv[1:]
 flow = Flow.load("bm25", index=index)
