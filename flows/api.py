@@ -138,8 +138,8 @@ class Index:
 
 @contextlib.contextmanager
 def _resume_said() -> Iterator[None]:
-    """An index folder whose first ingestion was interrupted refused with the command that resumes it, as the CLI
-    says it (``first_ingest.with_resume``), not only that "the command that started it" does."""
+    """An index folder whose first ingestion was interrupted refused with the ``ingest(...)`` call that resumes it
+    (``first_ingest.with_resume``; the CLI says its command), not only that "the command that started it" does."""
     from operators.store.errors import UnfinishedFirstIngestError
 
     try:
@@ -147,7 +147,7 @@ def _resume_said() -> Iterator[None]:
     except UnfinishedFirstIngestError as err:
         from flows.ingestion.first_ingest import with_resume
 
-        raise with_resume(err)
+        raise with_resume(err, python=True)
 
 
 def _checked_filter(given: "dict | MetadataFilter", store: "StoreIndex") -> dict:

@@ -8,6 +8,7 @@ run's own reader, and so on, which the store alone could not say."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,37 @@ def resume_command(err: UnfinishedFirstIngestError) -> str:
     return resume_command_of(err.path, settings, err.staging.name, err.source, state, job, index_settings=others)
 
 
-def with_resume(err: TesseraError) -> TesseraError:
+def python_call(command: str) -> str:
+    """The ``flows.api.ingest(...)`` call that does what ``command`` (a ``resume_command``) does: a Python caller
+    told to run a shell command had to translate its options (``--no-dense`` is ``settings={'dense': False}``,
+    which a resume without it does not keep: the index became a dense one)."""
+    import argparse
+    import json
+    import shlex
+
+    parser = argparse.ArgumentParser(add_help=False)
+    for option in ("--source", "--index", "--spec", "--dense-type"):
+        parser.add_argument(option)
+    parser.add_argument("--shard-size", type=int)
+    for flag in ("--no-dense", "--no-bm25", "--no-chunk", "--replace"):
+        parser.add_argument(flag, action="store_true")
+    args, others = parser.parse_known_args(shlex.split(command)[2:])  # after "tessera ingest"
+    if others:  # an option this does not know: the command is said as it is
+        raise ValueError(f"no Python words for {others}")
+    settings = {key: value for key, value in (("dense", False if args.no_dense else None),
+                                              ("bm25", False if args.no_bm25 else None),
+                                              ("dense_type", args.dense_type)) if value is not None}
+    options = {"spec": json.loads(args.spec) if args.spec else None, "shard_size": args.shard_size,
+               "settings": settings or None, "chunk": False if args.no_chunk else None,
+               "replace": True if args.replace else None}
+    said = "".join(f", {key}={value!r}" for key, value in options.items() if value is not None)
+    return f"flows.api.ingest({args.source!r}, {args.index!r}{said})"
+
+
+def with_resume(err: TesseraError, *, python: bool = False) -> TesseraError:
     """``err`` with the command that resumes the interrupted first ingestion it is about (an
-    ``UnfinishedFirstIngestError``, itself or in its chain) added to its message; any other error as it is."""
+    ``UnfinishedFirstIngestError``, itself or in its chain) added to its message; any other error as it is.
+    ``python``: the caller is Python (``flows.api``), told the ``flows.api.ingest`` call instead."""
     first = in_chain(err, UnfinishedFirstIngestError)
     if first is None:
         return err
@@ -59,5 +88,8 @@ def with_resume(err: TesseraError) -> TesseraError:
         command = resume_command(first)
     except (LookupError, TypeError, ValueError, AttributeError, OSError):  # a state.json damaged otherwise than the
         return err  # store reads it: the message it has (the command that started the run resumes it) stays true
+    if python:
+        with contextlib.suppress(ValueError):
+            command = python_call(command)
     err.message += f": {command}" if first is err else f" (it resumes with: {command})"
     return err

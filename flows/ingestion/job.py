@@ -27,7 +27,7 @@ from flows.ingestion.retry import retry
 from flows.ingestion.running import Running
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, ShardJob, ShardResult, make_chunker,
                                    make_enrichers, prepare, staged_unless_done, write)
-from flows.ingestion.staging import STAGING_DIR, Stager
+from flows.ingestion.staging import STAGING_DIR, STATE_FILE, Stager
 from flows.ingestion.unrecorded import source_shards
 from operators.store.disk import refused_by_disk
 
@@ -75,14 +75,17 @@ class _Run:
         if self.index is None:
             self.index = Index.create(self.path, self.settings)
 
-    def _undo(self, running: Running) -> None:
+    def _undo(self, running: Running, *, interrupted: bool = False) -> None:
         """After a failure before the first commit: remove the index folder (or manifest) this run created,
-        unless another ingest of it runs or committed (it created them too, as far as it knows)."""
+        unless another ingest of it runs or committed (it created them too, as far as it knows). One ``interrupted``
+        (Ctrl-C, SIGTERM) after staging keeps a folder it made but its manifest, as one that was there: the same
+        command resumes from the staged source, not reading it all again (a failed check still leaves none)."""
         if self.stager is not None:  # the next run lists the kept vectors again
             reuse.remove(self.stager.dir)
         if self.committed or not self.made_manifest or not running.alone() or self._others_committed():
             return
-        if self.made_folder:
+        staged = self.stager is not None and (self.stager.dir / STATE_FILE).exists()
+        if self.made_folder and not (interrupted and staged):
             shutil.rmtree(self.path, ignore_errors=True)
         else:
             (self.path / "manifest.json").unlink(missing_ok=True)
@@ -108,8 +111,8 @@ class _Run:
         with Running(self.path) as running:
             try:
                 return self._ingest()
-            except BaseException:
-                self._undo(running)
+            except BaseException as error:
+                self._undo(running, interrupted=isinstance(error, KeyboardInterrupt))
                 raise
 
     def _ingest(self) -> IngestReport:

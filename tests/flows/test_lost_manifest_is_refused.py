@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+import flows.api
 from flows.commands import main
 from operators.store import Index
+from operators.store.errors import UnfinishedFirstIngestError
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
@@ -105,8 +107,9 @@ def test_ctrl_c_in_the_first_commit_leaves_no_manifest_without_its_shard(tmp_pat
                                                                          moment, folder_was_there):
     """Ctrl-C in an ingest's first commit (waiting for the index's lock, or under it after the failure ledger's
     write, before the manifest's) left the manifest the run had made with no shard: ``index info`` and searches
-    showed an empty index of generation 0 until the next run. It is now a run stopped before its first commit: the
-    folder it made goes, and a folder that was there keeps the staged source, which opening it says resumes."""
+    showed an empty index of generation 0 until the next run. It is now a run stopped before its first commit, which
+    keeps the staged source (opening the folder says the command that resumes it), in a folder it made too: that
+    one was removed, so the same command read and staged the whole source again instead of resuming."""
     from flows.ingestion.ledger import Ledger
 
     home, index = tmp_path / "home", tmp_path / "i"
@@ -125,15 +128,37 @@ def test_ctrl_c_in_the_first_commit_leaves_no_manifest_without_its_shard(tmp_pat
         patch.setattr(*((Index, "commit") if moment == "commit" else (Ledger, "record_attempt")), interrupted)
         assert in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys).returncode == 130
     assert not (index / "manifest.json").exists()
-    if not folder_was_there:
-        assert not index.exists()
-        return
+    staged = sorted(p.name for p in (index / "_ingest").glob("*/*.parquet"))
+    assert len(staged) == 3, staged  # 120 documents in shards of 48
     for command in (["index", "info", str(index)], ["run", "bm25", "--index", str(index), "--queries", "bees"]):
         said = in_process(*command, home=home, monkeypatch=monkeypatch, capsys=capsys)
         assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
         assert f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted" in said.stderr
         assert said.stderr.rstrip().endswith(f"resumes it: tessera ingest --source {corpus} --index {index} "
                                              "--shard-size 48 --no-dense"), said.stderr
-    assert in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    # in Python, the call that resumes it, not a shell command to translate (a resume without the settings made a
+    # dense index of a BM25 one); run as it is said, or the CLI's command
+    call = f"flows.api.ingest({str(corpus)!r}, {str(index)!r}, shard_size=48, settings={{'dense': False}})"
+    for opening in (lambda: flows.api.Index.open(index), lambda: flows.api.Flow.load("bm25", index=index)):
+        with pytest.raises(UnfinishedFirstIngestError) as refusal:
+            opening()
+        assert refusal.value.message.endswith(f"resumes it: {call}"), refusal.value.message
+    if folder_was_there:
+        eval(call, {"flows": flows})
+    else:
+        assert in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
     doc_ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
     assert len(set(doc_ids)) == DOCS and len(doc_ids) == len(Index.open(index))  # each once
+
+
+@pytest.mark.parametrize("command, call", [
+    ("tessera ingest --source 'my docs/a.jsonl' --index /i --no-bm25 --dense-type hnsw --no-chunk --replace",
+     "flows.api.ingest('my docs/a.jsonl', '/i', settings={'bm25': False, 'dense_type': 'hnsw'}, chunk=False, "
+     "replace=True)"),
+    ("""tessera ingest --spec '{"steps": {"read": {"op": "sources.jsonl"}}}' --index /i --shard-size 7""",
+     "flows.api.ingest(None, '/i', spec={'steps': {'read': {'op': 'sources.jsonl'}}}, shard_size=7)"),
+])
+def test_the_python_call_that_resumes_says_each_option_of_the_command(command, call):
+    from flows.ingestion.first_ingest import python_call
+
+    assert python_call(command) == call
