@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import numbers
 import os
+import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -385,4 +386,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
         raise err.made_by(train_command) from None
     if report.nothing_ingested:  # as tessera ingest exits 1: an empty Index returned read as a success
         raise NothingIngestedError(report)
+    if progress and report.nothing_to_do and not options.get("retry_failed"):  # as tessera ingest says it
+        from flows.ingestion.report import NOTHING_TO_DO
+
+        print(f"{report.index}: {NOTHING_TO_DO}", file=sys.stderr, flush=True)
     return Index(StoreIndex.open(report.index), report)

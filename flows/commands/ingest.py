@@ -107,6 +107,7 @@ def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
     from flows.ingestion import ingest
     from flows.ingestion.errors import IngestError
+    from flows.ingestion.report import NOTHING_TO_DO
     from flows.model_check import MissingModelsError
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type",))
@@ -173,8 +174,8 @@ def handle(args: argparse.Namespace) -> int:
               soft_wrap=True)  # one line whatever the width: scripts grep it
     if args.retry_failed and not r.docs_total:
         out.print(f"nothing to retry: {r.index} has no open failures", soft_wrap=True)
-    elif r.shards_total and r.shards_skipped == r.shards_total and not r.docs_deleted and not args.replace:
-        out.print("nothing to do: every shard of this source is in the index already", soft_wrap=True)
+    elif r.nothing_to_do and not args.replace:
+        out.print(NOTHING_TO_DO, soft_wrap=True)
     if r.chunks_reused:
         out.print(f"kept: the vectors of {r.chunks_reused} passage(s) whose text did not change "
                   f"({r.chunks_embedded} embedded)")

@@ -50,8 +50,7 @@ class _Run:
         self.progress = progress
         self.on_progress = on_progress
         self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
-        # a new index is created once its source is staged; a run that fails before its first commit removes
-        # what it made, so a failed check leaves no index folder (nor settings a later run would inherit)
+        # a new index is created once its source is staged; a run that fails before its first commit: ``_undo``
         self.settings, self.made_folder = settings, not index_path.exists()
         self.made_manifest = not (index_path / "manifest.json").exists()
         self.index = None if self.made_manifest else Index.create(index_path, settings)
@@ -140,6 +139,8 @@ class _Run:
             start_ray_early()
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read)
+            if self.stager.reused:
+                tracker.staged_before(sum(s.docs for s in shards))
         if self.made_manifest:  # kept for the command that resumes it, should it stop before its first commit
             first_ingest.record_settings(self.stager.dir, self.settings)
         refused.clear(self.stager.dir)  # staged again: running (or interrupted) from here on, until refused again
@@ -388,8 +389,7 @@ def ingest(
     # int(): a numpy integer passes the check but not json.dumps of the staging plan
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed,
                shard_size=None if shard_size is None else int(shard_size), executor=executor, progress=progress,
-               on_progress=on_progress, replace=replace,
-               delete_doc_ids=delete_doc_ids, sync=sync)
+               on_progress=on_progress, replace=replace, delete_doc_ids=delete_doc_ids, sync=sync)
     with refused_by_disk(checked.index_path, "ingesting"):  # staging, the failure ledger: the store's writes say so
         report = run.retry() if retry_failed else run.ingest()
     if colbert:

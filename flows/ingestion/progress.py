@@ -63,6 +63,7 @@ class ProgressTracker:
         self._committed: set[str] = set()
         self._lock = threading.Lock()
         self._bar = None
+        self.staged = ""  # staging: why no document was read (``staged_before``)
         self._last_line = time.monotonic()
 
     def __enter__(self) -> "ProgressTracker":
@@ -83,7 +84,15 @@ class ProgressTracker:
         if self._bar is not None:
             self._bar.close()
         elif self.lines and self.stage == "staging" and exc[0] is None:
-            self._line(f"{self.docs} docs")
+            self._line(f"{self.docs} docs" + (f", {self.staged}" if self.staged else ""))
+
+    def staged_before(self, docs: int) -> None:
+        """Staging found the source's ``docs`` documents staged by an earlier run, the source unchanged: counted,
+        and said so (a rerun's ``staging: N docs`` read as if it staged the source again)."""
+        self.staged = "staged before, the source unchanged"
+        if self._bar is not None:
+            self._bar.set_postfix_str(self.staged)
+        self.read(docs)
 
     def read(self, docs: int) -> None:
         """``docs`` more documents read (staging)."""

@@ -7,6 +7,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
+#: What ``tessera ingest`` and ``flows.api.ingest`` say of a run with ``nothing_to_do``.
+NOTHING_TO_DO = "nothing to do: every shard of this source is in the index already"
+
+
 @dataclass
 class IngestReport:
     """What one ingestion run did."""
@@ -38,6 +42,12 @@ class IngestReport:
         """Every document of this run failed, reading it or later (chunking, embedding: read, counted in ``docs``,
         no chunk written): not a success."""
         return self.failures > 0 and (self.docs == 0 or self.chunks == 0)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """The source's every shard was in the index already, and nothing was deleted: a rerun of a finished
+        ingestion (``NOTHING_TO_DO``)."""
+        return bool(self.shards_total) and self.shards_skipped == self.shards_total and not self.docs_deleted
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}

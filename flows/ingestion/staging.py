@@ -189,6 +189,7 @@ class Stager:
         self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
         self.retiring_ids: set[str] = set()  # with sync: those of the documents of the shards it retires
         self._state: dict[str, Any] = {}  # what stage() wrote to state.json
+        self.reused = False  # stage() took the shards staged before, the source unchanged (not read again)
 
     def docs_path(self, shard: str) -> Path:
         return _docs_file(self.dir, shard)
@@ -247,8 +248,7 @@ class Stager:
                 and previous.get("duplicates", False) == self.duplicates):
             shards = [StagedShard(**s) for s in previous["shards"]]
             if all(s.id in finished or staged_whole(self.docs_path(s.id), self.failures_path(s.id)) for s in shards):
-                if on_docs:
-                    on_docs(sum(s.docs for s in shards))
+                self.reused = True  # nothing read: ``on_docs`` is not told of documents as if they were
                 return shards
         known = {s["id"]: s for s in (previous or {}).get("shards", [])}
         self._changed = changed_files(previous, fingerprint, self.params)  # named if a finished shard changed
