@@ -365,7 +365,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
     documents are added to it.
     """
     from flows.ingestion import ingest as run_ingestion
-    from flows.ingestion.errors import NothingIngestedError
+    from flows.ingestion.errors import NothingIngestedError, SettingsMismatchError
+    from flows.ingestion.first_ingest import resume_in_python
     from flows.model_check import MissingModelsError
     from flows.train import train_command
     from operators.store import Index as StoreIndex
@@ -384,6 +385,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
         report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
     except MissingModelsError as err:  # with the tessera train command that makes each, as Flow.run says
         raise err.made_by(train_command) from None
+    except SettingsMismatchError as err:  # the call that resumes, not the tessera command
+        raise resume_in_python(err) from None
     if report.nothing_ingested:  # as tessera ingest exits 1: an empty Index returned read as a success
         raise NothingIngestedError(report)
     if progress and report.nothing_to_do and not options.get("retry_failed"):  # as tessera ingest says it

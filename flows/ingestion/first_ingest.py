@@ -93,3 +93,13 @@ def with_resume(err: TesseraError, *, python: bool = False) -> TesseraError:
             command = python_call(command)
     err.message += f": {command}" if first is err else f" (it resumes with: {command})"
     return err
+
+
+def resume_in_python(err: TesseraError) -> TesseraError:
+    """``err`` (a refusal of ``flows.ingestion.ingest`` that names the ``tessera ingest`` resuming the source, its
+    ``resume``) naming the ``flows.api.ingest`` call instead, for a Python caller; any other error as it is."""
+    command = getattr(err, "resume", None)
+    if command:
+        with contextlib.suppress(ValueError):
+            err.message = err.message.replace(command, python_call(command))
+    return err

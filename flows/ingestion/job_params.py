@@ -50,9 +50,11 @@ def check_job(index_path: Path, staging: Path, ours: dict[str, Any], mismatch: d
                     index_path, mismatch, extra={"note": True})
         return
     if mismatch is not None:
-        raise SettingsMismatchError(
+        refusal = SettingsMismatchError(
             f"this source's finished shards were processed with other chunk/enrich/embed params "
             f"(before, now) = {mismatch}; resume with the same ones"
             f"{f' ({resume} does, as tessera index info says)' if resume else ''}, or ingest into a new index")
+        refusal.resume = resume  # flows.api says it as the Python call (first_ingest.resume_in_python)
+        raise refusal
     staging.mkdir(parents=True, exist_ok=True)
     write_bytes(staging / JOB_FILE, json.dumps(ours, sort_keys=True).encode())

@@ -136,6 +136,33 @@ def test_shards_another_ingest_commits_meanwhile_count_as_done(tmp_path, capsys,
     assert info["damaged"] == {} and info["unfinished_ingestions"] == []
 
 
+def test_a_python_resume_with_other_params_is_told_the_python_call_that_resumes(tmp_path, monkeypatch, corpus):
+    """``flows.api.ingest`` refused a resume with other chunking naming the ``tessera ingest`` command that resumes;
+    a Python caller is told the ``flows.api.ingest(...)`` call, and that call resumes (each document once)."""
+    import flows.api
+    from flows.ingestion.errors import SettingsMismatchError
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index, commit, commits = tmp_path / "idx", Index.commit, []
+
+    def stopped_after_one(store, *args, **kwargs):  # Ctrl-C in the second commit
+        commits.append(1)
+        if len(commits) > 1:
+            raise KeyboardInterrupt
+        return commit(store, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Index, "commit", stopped_after_one)
+        with pytest.raises(KeyboardInterrupt):
+            flows.api.ingest(corpus, index, shard_size=30, settings={"dense": False}, chunk=False, progress=False)
+    with pytest.raises(SettingsMismatchError) as refusal:
+        flows.api.ingest(corpus, index, settings={"dense": False}, progress=False)  # chunked, by the default spec
+    call = f"flows.api.ingest({str(corpus)!r}, {str(index)!r}, shard_size=30, settings={{'dense': False}}, chunk=False)"
+    assert f"resume with the same ones ({call} does" in refusal.value.message, refusal.value.message
+    eval(call, {"flows": flows})
+    assert _doc_ids(index) == DOCS
+
+
 @pytest.mark.slow  # two processes at once; the test above makes the same race deterministic
 def test_two_ingests_of_the_same_source_at_once_both_succeed(tmp_path):
     index = tmp_path / "idx"
