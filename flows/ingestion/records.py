@@ -42,6 +42,8 @@ from operators.sources.encoding import FileDecoder, NotLineText, line_decoder, u
 #: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
 #: Arrow's for a broken Parquet file).
 FILE_ERRORS = (SourceError, OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException)
+#: The params of a field named (``--id-field``, ``--title-field``) that no document of a JSONL file has: its failure.
+NAMED_FIELDS = ("params.id_field", "params.title_field")
 #: Sources whose splits are files (or a file's row groups), read by their own ``read``.
 FILE_SOURCES = ("sources.pdf", "sources.parquet", "sources.files")
 RECORDED = "recorded as unreadable by a finished shard (it enters the index by a retry)"
@@ -227,7 +229,7 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
         lines: list[tuple[int, bytes]] = []
 
         def flush() -> Iterator[Any]:
-            has_title, extras = mapper.record_columns(first, *batch)
+            has_title, extras = mapper.record_columns(first, *batch, where=where)
             table = mapper.from_records(batch, has_title=has_title, extras=extras)
             if seen is None:
                 yield table
@@ -265,15 +267,18 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
                     batch, lines = [], []
                 if left == 0:
                     return
+            if batch:
+                yield from flush()
         except (OSError, EOFError, zlib.error) as err:  # a gzip cut short or corrupt: the lines before it are read
             if batch:
                 yield from flush()
-                batch, lines = [], []
             line = index + 2
             yield Failure.of_line(where, line, b"", f"cannot read the file from line {line} on ({type(err).__name__}: "
                                   f"{err}); the lines before it are read")
-        if batch:
-            yield from flush()
+        except SourceError as err:  # an id or title field named that its documents lack: a failure of the file
+            if err.field not in NAMED_FIELDS:
+                raise
+            yield _file_failure(where, err.message)
 
 
 def read_line_records(op: Source, path: str, lines: Collection[int]) -> dict[int, pa.Table | Failure]:

@@ -131,12 +131,13 @@ class DocumentMapper:
                            "name for a passage's id; rename the field to keep it", where, self.id_fields[0])
         return others
 
-    def record_columns(self, *records: dict) -> tuple[bool, list[str]]:
+    def record_columns(self, *records: dict, where: str | None = None) -> tuple[bool, list[str]]:
         """Whether ``records`` (a file's first record, then a batch's) have a title, and their metadata fields:
         every field any of them has, in the order they first appear, so a field the file's first record lacks
-        is not lost; an id field that a record's id was not taken from is one (``_other_ids``)."""
+        is not lost; an id field that a record's id was not taken from is one (``_other_ids``). ``where``: their
+        file, which an error names (else the source's path, a folder's)."""
         names = dict.fromkeys(name for record in records for name in record)
-        self.check_named_fields(names, self._where())
+        self.check_named_fields(names, where or self._where())
         reads = [self._id_fields_read(record) for record in records]
         others = self._other_ids([n for r, read in zip(records, reads) for n in r if n not in read], set())
         used = {self.p.text_field, self.p.title_field, *(set(self.id_fields) - others)}

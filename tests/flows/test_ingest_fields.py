@@ -118,10 +118,27 @@ def test_an_id_or_title_field_no_document_has_is_refused_not_left_out(home, caps
         source.write_text("_id,title,text\nb1,Bees,Honey bees make honey\n")
     status, _, err = ingest_cli(capsys, "--source", str(source), "--index", f"f{suffix[1:]}", option,
                                 "idd" if option == "--id-field" else "ttl")
-    # (a table's file fails as a missing text column's does: exit 1, the file in failures.jsonl)
-    assert status != 0 and said in err and "(fields: ['_id', 'text', 'title'])" in err, err
+    # the file fails as one without its text column does: exit 1, the file in failures.jsonl (a JSONL file stopped
+    # the run, status 2, naming the source's path: a folder's, not the file's)
+    assert status == 1 and f"{source}: {said}" in err and "(fields: ['_id', 'text', 'title'])" in err, err
     status, _, err = ingest_cli(capsys, "--source", str(source), "--index", f"ok{suffix[1:]}")  # defaults: as before
     assert status == 0, err
+
+
+def test_a_jsonl_file_without_the_id_field_named_fails_alone_in_its_folder(home, capsys):
+    """The docs' "a failure of that file": the folder's other files are ingested."""
+    from operators.store import Index
+
+    folder = home / "docs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "a1", "text": "Honey bees make honey"}) + "\n")
+    (folder / "b.jsonl").write_text(json.dumps({"_id": "b1", "text": "Ants farm aphids"}) + "\n")
+    status, _, err = ingest_cli(capsys, "--source", str(folder), "--index", "f", "--id-field", "id")
+    assert status == 0, err
+    assert Index.open(home / "home" / "indices" / "f").columns(["doc_id"])[1].column("doc_id").to_pylist() == ["a1"]
+    [failure] = [json.loads(line) for line in (home / "home" / "indices" / "f" / "failures.jsonl").read_text()
+                 .splitlines() if json.loads(line).get("path")]
+    assert failure["path"] == str(folder / "b.jsonl") and "no id field 'id'" in failure["error"], failure
 
 
 def test_a_retry_refuses_a_source_it_would_not_read(home, capsys):
