@@ -233,6 +233,8 @@ class ParamsError(SpecError):
             message = "unknown parameter"
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
+        elif kind == "missing" and len(first["loc"]) == 1:  # a param its operator gives no default
+            message = "Field required: the operator gives this parameter no default, so the step's params must set it"
         else:
             message = value_problem(first, errors, quoted=quotable(first, known)) + expected(first, known)
         others = list(dict.fromkeys(user_field(e, errors) for e in errors if e["loc"][:1] != first["loc"][:1]))

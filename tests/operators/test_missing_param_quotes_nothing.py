@@ -26,3 +26,12 @@ def test_a_missing_param_in_a_spec_says_only_that():
         spec.build()
     assert caught.value.field == "steps.api.params.url"
     assert "(got" not in caught.value.message, caught.value.message
+
+
+def test_a_missing_param_says_its_operator_gives_it_no_default():
+    """Pydantic's "Field required" alone left a plugin's author (a Params field without a default) and a spec's
+    (a step without that param) guessing which side to fix."""
+    with pytest.raises(ParamsError) as caught:
+        create("rerank.api", {})
+    assert caught.value.message == ("Field required: the operator gives this parameter no default, so the step's "
+                                    "params must set it"), caught.value.message
