@@ -3,9 +3,10 @@ before the registry takes it (``operators.registry`` keeps the registry and the 
 
 A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name,
 takes another's name or alias, has a ``scope`` that is none of row, query, corpus and source, cannot be called
-as the contract calls it (``transform(table)``, a source's ``read(split)``), has a ``Params`` that is no pydantic
-model extending its base's (a reranker's ``RerankParams``), or a resource hint the executors cannot use
-(``batch_size = 2.5``, ``num_gpus = "1"``) raises ``OperatorPluginError``, one line naming the entry point or module.
+as the contract calls it (``transform(table)``, a source's ``read(split)``; ``produce()`` written for ``produces()``),
+has a ``Params`` that is no pydantic model extending its base's (a reranker's ``RerankParams``), or a resource hint
+the executors cannot use (``batch_size = 2.5``, ``num_gpus = "1"``) raises ``OperatorPluginError``, one line naming
+the entry point or module.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from operators.base import NoParams, Operator, Scope
-from operators.errors import TesseraError, close_names, did_you_mean, one_line, short_repr
+from operators.errors import TesseraError, close_names, did_you_mean, is_typo_of, one_line, short_repr
 
 #: The entry-point group that other packages register their operators under.
 ENTRY_POINT_GROUP = "tessera.operators"
@@ -81,7 +82,7 @@ def add_plugin_module(found: Found, module: ModuleType, origin: str) -> None:
                and (v.__module__ == module.__name__ or v.__module__.startswith(prefix))}
     if not classes:
         raise OperatorPluginError(f"operator plugin {origin}: module '{module.__name__}' defines no Operator "
-                                  "subclass with a name")
+                                  "subclass with a name" + _near_misses(module))
     for cls in classes.values():
         add_plugin_class(found, cls, origin)
 
@@ -98,7 +99,8 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
         inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
                                   f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
-    if problem := _scope_problem(cls) or _method_problem(cls) or _params_problem(cls) or _hints_problem(cls):
+    if problem := (_scope_problem(cls) or _misspelt_method(cls) or _method_problem(cls) or _params_problem(cls)
+                   or _hints_problem(cls)):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
     remember_source(cls)
@@ -259,6 +261,40 @@ def _scope_problem(cls: type[Operator]) -> str | None:
         return None
     hint = did_you_mean(close_names(cls.scope, scopes)) if isinstance(cls.scope, str) else ""
     return f"scope {short_repr(cls.scope)} is not one of {', '.join(scopes)}{hint and '; ' + hint}"
+
+
+def _near_misses(module: ModuleType) -> str:
+    """The classes of ``module`` that were meant as operators: one that subclasses ``Operator`` without a name, one
+    with a name that subclasses something else (a class imported from elsewhere is no near miss)."""
+    mine = [v for v in vars(module).values() if inspect.isclass(v) and v.__module__ == module.__name__]
+    unnamed = [v.__qualname__ for v in mine if is_operator(v) and not v.name]
+    named = [v.__qualname__ for v in mine if not is_operator(v) and isinstance(getattr(v, "name", None), str)]
+    said = [f"; {', '.join(unnamed)} subclasses Operator but sets no name = 'category.snake_name'"] * bool(unnamed)
+    said += [f"; {', '.join(named)} has a name but does not subclass operators.base.Operator"] * bool(named)
+    return "".join(said)
+
+
+#: The methods the engine calls on an operator: one of the plugin's named a typo away is never called.
+_CONTRACT_METHODS = ("transform", "reads", "requires", "produces", "setup", "required_models", "required_env",
+                     "cache_identity", "metadata_keys", "nested_operators", "calls_model", "splits", "read")
+
+
+def _misspelt_method(cls: type[Operator]) -> str | None:
+    """A method of the plugin's own classes named a typo away from one the engine calls that it leaves to the base
+    (``produce`` for ``produces``): the base's default ran instead, silently (its column undeclared, no setup)."""
+    from operators.base import Source
+
+    base = Source if issubclass(cls, Source) else Operator
+    left = [m for m in _CONTRACT_METHODS if hasattr(base, m) and getattr(cls, m) is getattr(base, m)]
+    for klass in cls.__mro__:
+        if klass is object or klass.__module__.startswith(BUILT_IN_PACKAGES):
+            continue
+        for attr, value in vars(klass).items():
+            meant = [m for m in left if callable(value) and not attr.startswith("_") and not hasattr(Source, attr)
+                     and is_typo_of(attr, m)]
+            if meant:
+                return f"it defines {attr}(), which no executor calls; did you mean {meant[0]}()?"
+    return None
 
 
 def _method_problem(cls: type[Operator]) -> str | None:

@@ -350,6 +350,25 @@ BROKEN = {
                 "    def run(self, table):\n        return table\n"},
         "r = tessera_mylab.run", ["tessera_mylab.run.R (mylab.r): it does not implement transform(self, table) "
                                   "(it defines run())"]),
+    # a newcomer's slips: each named, not "defines no operator" alone, nor a method the engine never calls
+    "a named class without the Operator base": (
+        {"nobase": "class K:\n    name = 'mylab.k'\n    def transform(self, table):\n        return table\n"},
+        "k = tessera_mylab.nobase", ["defines no Operator subclass with a name; K has a name but does not subclass "
+                                     "operators.base.Operator"]),
+    "an Operator without a name in a module": (
+        {"nameless": "from operators.base import Operator\n\nclass K(Operator):\n"
+                     "    def transform(self, table):\n        return table\n"},
+        "k = tessera_mylab.nameless", ["; K subclasses Operator but sets no name = 'category.snake_name'"]),
+    "produce instead of produces": (
+        {"produce": "from operators.base import Operator\n\nclass K(Operator):\n    name = 'mylab.k'\n"
+                    "    def produce(self):\n        return {'flag': 'chip'}\n"
+                    "    def transform(self, table):\n        return table\n"},
+        "k = tessera_mylab.produce", ["K (mylab.k): it defines produce(), which no executor calls; did you mean "
+                                      "produces()?"]),
+    "transfrom instead of transform": (
+        {"transfrom": "from operators.base import Operator\n\nclass K(Operator):\n    name = 'mylab.k'\n"
+                      "    def transfrom(self, table):\n        return table\n"},
+        "k = tessera_mylab.transfrom", ["it defines transfrom(), which no executor calls; did you mean transform()?"]),
     "transform without the table": (
         {"t0": "from operators.base import Operator\n\nclass T(Operator):\n    name = 'mylab.t'\n"
                "    def transform(self):\n        return None\n"},
