@@ -27,13 +27,13 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.base import Operator
+from operators.base import Operator, Role
 from operators.output_checks import expected_column_type
 from operators.registry import get_operator
 from operators.testing_values import altered as altered_values
@@ -195,7 +195,12 @@ class OperatorContract:
         assert again == op and again.params == op.params
 
     def test_declared_outputs_appear(self):
+        """The columns ``produces()`` declares are written, each with a role a flow's build takes (``flag: flag``
+        passed here, and every flow refused it)."""
         op = self.make_operator()
+        roles = ", ".join(get_args(Role))
+        unknown = {c: r for c, r in op.produces().items() if r not in get_args(Role)}
+        assert not unknown, f"{op.name}'s produces() gives {unknown}: a role is one of {roles}"
         out, _, _ = self._run_once(self.make_input())
         missing = [c for c in op.produces() if c not in out.column_names]
         assert not missing, f"{op.name} declares {missing} in produces() but did not write them"

@@ -205,3 +205,21 @@ def test_an_operator_reading_the_query_outside_reads_fails_even_where_a_word_app
     step cache then gave the query "bee" the overlap it had stored for "honey bee insects"."""
     with pytest.raises(AssertionError, match=r"\['overlap'\] changed with columns outside reads\(\) \['text'\]"):
         contract_for(broken).test_output_depends_only_on_the_columns_it_reads()
+
+
+def test_a_role_no_flow_takes_fails_the_declared_outputs_check():
+    """``produces()`` giving ``{"word_count": "count"}`` passed the contract, and every flow's build refused it."""
+    word_count = get_operator("analyze.word_count")
+
+    class OddRole(word_count):
+        def produces(self):
+            return {self.params.output_column: "count"}
+
+    class Contract(OperatorContract):
+        operator_name = "analyze.word_count"
+
+        def make_operator(self, **params):
+            return OddRole(params)
+
+    with pytest.raises(AssertionError, match=r"produces\(\) gives \{'word_count': 'count'\}: a role is one of rank, "):
+        Contract().test_declared_outputs_appear()
