@@ -390,5 +390,9 @@ def _describe(value: Any) -> str:
 
 
 def _one_line(err: BaseException) -> str:
+    """``err`` on one line; pydantic's refusal of an operator class written on ``BaseModel`` (its ``name``
+    unannotated) says the base meant, not pydantic's advice to annotate ``name`` as a ``ClassVar``."""
     text = one_line(err)
+    if getattr(err, "code", None) == "model-field-missing-annotation" and "`name = " in text:
+        return f"{text.partition('. ')[0]}: an operator class subclasses operators.base.Operator, not BaseModel"
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -355,6 +355,10 @@ BROKEN = {
         {"nobase": "class K:\n    name = 'mylab.k'\n    def transform(self, table):\n        return table\n"},
         "k = tessera_mylab.nobase", ["defines no Operator subclass with a name; K has a name but does not subclass "
                                      "operators.base.Operator"]),
+    "an operator written on BaseModel": (
+        {"onmodel": "from pydantic import BaseModel\n\nclass K(BaseModel):\n    name = 'mylab.k'\n"},
+        "k = tessera_mylab.onmodel", ["failed to import: A non-annotated attribute was detected: `name = 'mylab.k'`: "
+                                      "an operator class subclasses operators.base.Operator, not BaseModel"]),
     "an Operator without a name in a module": (
         {"nameless": "from operators.base import Operator\n\nclass K(Operator):\n"
                      "    def transform(self, table):\n        return table\n"},
