@@ -522,3 +522,11 @@ def test_looking_up_operators_while_another_thread_imports_never_fails():
         importer.join()
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_the_methods_a_misspelling_is_checked_against_are_the_contracts():
+    """A contract method renamed in ``operators.base`` would leave its typos unchecked without a word."""
+    from operators.base import Source
+    from operators.plugins import _CONTRACT_METHODS
+
+    assert all(callable(getattr(Source, m, None)) for m in _CONTRACT_METHODS)
