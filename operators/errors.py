@@ -233,7 +233,7 @@ class ParamsError(SpecError):
             message = "unknown parameter"
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
-        elif kind == "missing" and len(first["loc"]) == 1:  # a param its operator gives no default
+        elif kind == "missing" and len(first["loc"]) == 1 and op:  # a param its operator gives no default
             message = "Field required: the operator gives this parameter no default, so the step's params must set it"
         else:
             message = value_problem(first, errors, quoted=quotable(first, known)) + expected(first, known)
