@@ -88,7 +88,13 @@ async function saveFlow(event) {
     try {
       spec = JSON.parse($("flow-spec").value);
     } catch (err) {
-      throw new ApiError(`the spec is not valid JSON (field: spec): ${err.message}`);
+      throw new ApiError(`the spec is not valid JSON (field: spec): ${err.message}`, {param: "spec"});
+    }
+    // an array or a bare value was sent and refused as the request's "body", a field the page has not
+    if (spec === null || typeof spec !== "object" || Array.isArray(spec)) {
+      const kind = spec === null ? "null" : Array.isArray(spec) ? "an array" : `a ${typeof spec}`;
+      throw new ApiError(`the spec must be a JSON object, {"steps": {...}}, not ${kind} (field: spec)`,
+        {param: "spec"});
     }
     // another saved flow of that name is replaced, with no undo: asked first, as a delete is (it went silently)
     if (flowListing.saved.includes(name) && name !== openedFlow

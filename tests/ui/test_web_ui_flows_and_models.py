@@ -70,6 +70,12 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         set_text(browser, "flow-spec", "{not json")
         by_id(browser, "flow-save").click()
         wait(browser, lambda d: error_text(d).startswith("the spec is not valid JSON (field: spec)"))
+        assert by_id(browser, "flow-spec").get_attribute("aria-invalid") == "true"  # the field marked, not only named
+        # JSON, but no object: refused by the service as its "body", a field the page has not
+        set_text(browser, "flow-spec", "[1, 2]")
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: error_text(d) == 'the spec must be a JSON object, {"steps": {...}}, not an array '
+                                                 "(field: spec)")
 
         # another flow saved under this name replaced it without a word (a delete asked): asked now too
         click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
