@@ -58,9 +58,18 @@ function headers(json, path) {
 function describe(status, payload) {
   const error = payload && payload.error;
   const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
-  if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
+  if (!error) return `${head}: ${typeof payload === "string" ? pageText(payload) : JSON.stringify(payload)}`;
   const field = error.param ? ` (${fieldWords(String(error.param))})` : "";
   return `${head}${field}: ${inPageWords(withoutParam(String(error.message), error.param))}`;
+}
+
+/** A plain error body as one line: an HTML page (a proxy's "502 Bad Gateway" in front of the service) by its title,
+ * else its text, where the page showed the page's markup, tags and all; other text as it came. */
+function pageText(body) {
+  if (!body.trim()) return "(an empty answer)";
+  if (!/^\s*</.test(body)) return body;
+  const page = new DOMParser().parseFromString(body, "text/html"); // parsed, never put in the page: no script runs
+  return (page.title || page.body?.textContent || "").replace(/\s+/g, " ").trim() || body;
 }
 
 /** The field an error names, as the page says it: a step's param (``steps.bm25.params.k``) as "step 'bm25', param

@@ -123,6 +123,15 @@ def test_a_flow_deleted_since_the_list_came_and_a_refused_url_are_said_without_t
     assert shown.startswith("HTTP 422 (step 'a', param 'url'): 169.254.169.254 is ")
     assert shown == page_error(422, error)
 
+    # A proxy's error page in front of the service (nginx's 502) was shown as its markup, tags and all; the page's
+    # own reading of an answer's body (this app's Serve answers no request with HTML: called on such a body here).
+    nginx = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+             "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+    said = browser.execute_script("return [describe(502, arguments[0]), describe(503, ''), "
+                                  "describe(400, arguments[1])]", nginx, "Invalid HTTP request received.")
+    assert said == ["HTTP 502: 502 Bad Gateway", "HTTP 503: (an empty answer)",
+                    "HTTP 400: Invalid HTTP request received."]
+
 
 def test_another_keys_index_is_refused_with_where_its_owner_shares_it_in_the_page_not_an_api_call(browser, ui_app):
     """The 403 told a page's user to share it with 'PATCH /v1/indices/{name} and {"shared": true}'."""
