@@ -39,6 +39,7 @@ class Dataset:
     missing_examples: tuple[str, ...] = ()  # a few of the ``missing`` qids
     relevant: int = 0  # judgements of the evaluated queries with a grade above 0
     unknown_docs: tuple[str, ...] = ()  # the document of each of those judgements that corpus.jsonl lacks
+    repeated_docs: tuple[str, ...] = ()  # each corpus id given again after its first line (the index keeps the first)
 
     def warnings(self) -> list[str]:
         """What makes judged queries count less than a reader would think: ids that match nothing."""
@@ -52,6 +53,10 @@ class Dataset:
             found.append(f"{len(self.unknown_docs)} of the {self.relevant} relevant judgements of {qrels} name a "
                          f"document that is not in {self.corpus} (such as {shown}): no flow can find it, so it "
                          f"counts as missed; {_SAME_IDS}")
+        if self.repeated_docs:
+            found.append(f"{self.corpus} repeats {len(self.repeated_docs)} document id(s) (such as "
+                         f"{_shown(dict.fromkeys(self.repeated_docs))}): the index holds the first copy of each, as "
+                         "ingestion does, and a later copy is never searched; give each document its own id")
         return found
 
     @property
@@ -150,7 +155,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"no judgement of {qrels_path} for the queries benchmarked is relevant (above 0): every "
                          "query would score 0; a split of judgements above 0 is needed", field="dataset")
     wanted = set(relevant)
-    found, some_ids = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
+    found, some_ids, repeated = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
     if benchmarked and relevant and not some_ids:  # "its ids: ;" before
         raise BenchError(f"{corpus} holds no document (a JSON object a line, with its _id): every query would "
@@ -167,19 +172,22 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                    unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(missing),
                    answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()),
                    missing_examples=tuple(missing[:3]), relevant=len(relevant),
-                   unknown_docs=unknown)
+                   unknown_docs=unknown, repeated_docs=repeated)
 
 
-def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set[str], list[str]]:
-    """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), and its first few ids; a line that
-    is not a JSON object is left to ingestion, which records it as a failure. An id with whitespace is refused
-    unless ``spaced_ok``."""
+def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set[str], list[str], tuple[str, ...]]:
+    """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), its first few ids, and each id that
+    repeats an earlier line's (ingestion keeps the first copy, silently for a benchmark: its ledger is not read); a
+    line that is not a JSON object is left to ingestion, which records it as a failure. An id with whitespace is
+    refused unless ``spaced_ok``."""
     import json
 
     from operators.sources._common import default_id
 
     found: set[str] = set()
     first: list[str] = []
+    seen: set[str] = set()
+    repeated: list[str] = []
     with open(corpus, encoding="utf-8-sig", errors="replace") as f:
         for number, line in enumerate(f, 1):
             try:
@@ -193,6 +201,9 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set
                 raise BenchError(f"{corpus} line {number}: document id {key!r} {_NOT_IN_TREC}", field="dataset")
             if len(first) < 3:
                 first.append(key)
+            if key in seen:
+                repeated.append(key)
+            seen.add(key)
             if key in wanted:
                 found.add(key)
-    return found, first
+    return found, first, tuple(repeated)

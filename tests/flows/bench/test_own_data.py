@@ -185,6 +185,8 @@ def test_a_repeated_corpus_id_is_said_in_the_benchmarks_words(tmp_path, bench, c
     said = caplog.text
     assert "duplicate id d1" in said and "fix them in the corpus: the next benchmark builds its index again" in said
     assert "retry_failed" not in said and "counts as not found" not in err
+    repeats = f"{root / 'corpus.jsonl'} repeats 1 document id(s) (such as 'd1'): the index holds the first copy"
+    assert repeats in err and repeats in " ".join(json.loads((tmp_path / "out" / "bench.json").read_text())["warnings"])
     clean = write_dataset(tmp_path / "clean", BEIR)
     status, clean_out, _ = bench("--dataset", clean, "--flow", "bm25", "--out", tmp_path / "out2", "--no-mlflow",
                                  "--json")
