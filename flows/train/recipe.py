@@ -29,7 +29,7 @@ from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
-from operators.errors import SpecError, first_validation_problem
+from operators.errors import SpecError
 from flows.train.examples import check_judged, counts, own_examples, warn_too_few
 from flows.train.quiet import quiet_libraries
 from flows.train.mining import LabelledSet, MiningParams
@@ -209,7 +209,7 @@ def recipe_path(source: str | Path) -> Path:
 def load_recipe(source: str | Path):
     """(mining ``FlowSpec``, ``TrainingSection``) from a recipe file or built-in recipe name."""
     from flows.spec import FlowSpec
-    from flows.train.errors import read_recipe
+    from flows.train.errors import read_recipe, section_error
 
     path = recipe_path(source)
     data = read_recipe(path)
@@ -217,11 +217,7 @@ def load_recipe(source: str | Path):
     try:
         training = TrainingSection.model_validate(section)
     except ValidationError as err:
-        first, inside, message = first_validation_problem(err)
-        where = ".".join(filter(None, (SECTION, inside)))
-        if first["type"] == "literal_error":
-            message += f", not {first['input']!r}"
-        raise TrainError(f"{path}: {message}", field=where) from None
+        raise section_error(err, path, TrainingSection, SECTION) from None
     try:
         spec = FlowSpec.parse(data)
         spec.build()  # checked now, naming the recipe: it was built to mine, after the dataset was read

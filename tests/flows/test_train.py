@@ -363,7 +363,7 @@ def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     assert (own["cross-encoder"]["negatives_per_example"], own["bi-encoder"]["negatives_per_example"]) == (2, 1)
     assert own["cross-encoder"]["mined_negatives_per_example"] == report.mining["params"]["negatives"] == 3
     recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [reranker]}\n", encoding="utf-8")
-    with pytest.raises(TrainError, match="should be 'cross-encoder', 'bi-encoder' or 'colbert', not 'reranker'") as err:
+    with pytest.raises(TrainError, match=r"be 'cross-encoder', 'bi-encoder' or 'colbert' \(got 'reranker'\)") as err:
         load_recipe(recipe)
     assert err.value.field == "training.synthetic.kinds.0"
     recipe.write_text(RECIPE + "  synthetic: {queries: 6, min_words: 9, max_words: 8}\n", encoding="utf-8")

@@ -88,3 +88,32 @@ def test_a_numeric_option_that_is_no_number_is_refused_in_tesseras_words(capsys,
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section, field, said", [
+    ("cross_encoder: {learning_rate: 0.1}", "training.cross_encoder.learning_rate",
+     "unknown field (fields: base, batch_size, epochs, head_lr, in_batch_negatives, lr, max_length, negatives,"),
+    ("minning: {negatives: 3}", "training.minning", "unknown field; did you mean 'mining'? (fields: bi_encoder,"),
+    ("cross_encoder: {then: {epoch: 2}}", "training.cross_encoder.then.epoch",
+     "unknown field; did you mean 'epochs'? (fields: epochs, head_lr, lr)"),
+    ("datasets: [../hotpotqa]", "training.datasets.0",
+     "must be a mapping of allow_eval_split, dataset, split, not '../hotpotqa'"),
+    ("mining: {negatives: many}", "training.mining.negatives", "must be a whole number (got 'many')"),
+    ("split: no", "training.split", "must be a string (got false); YAML reads unquoted no"),
+])
+def test_a_recipes_bad_training_field_is_one_line_in_a_recipe_authors_words(tmp_path, monkeypatch, capsys, section,
+                                                                          field, said):
+    """An unknown field was "unknown field" alone (a ``learning_rate`` where the recipe says ``lr``, a misspelt
+    section), an entry of ``datasets`` written as a path was "a valid dictionary or instance of LabelledSet", and a
+    value of the wrong kind was pydantic's "Input should be a valid integer, unable to parse string as an integer"."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"steps:\n  bm25: {{op: retrieve.bm25, params: {{k: 30}}}}\ntraining:\n  {section}\n",
+                      encoding="utf-8")
+    (tmp_path / "dataset").mkdir()
+    assert main(["train", "--dataset", str(tmp_path / "dataset"), "--spec", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tessera: error: field '{field}': {recipe}: {said}"), err
+    assert err.count("\n") == 1 and not (tmp_path / "home").exists(), "it read more than the recipe"
