@@ -10,7 +10,7 @@ from flows.bench.errors import BenchError
 from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, console, positive_int, print_json,
                                      refuse_cache_dir_without_cache, require_extra, rewritten_logs)
 from flows.commands.job_paths import check_job_paths, in_ray_job, relative_lands
-from flows.commands.ingest_interrupt import StopOnInterrupt
+from flows.commands.ingest_interrupt import StopOnInterrupt, typed_command
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -85,7 +85,11 @@ def handle(args: argparse.Namespace) -> int:
     from flows.bench.core import BenchOptions, benchmark, reads_back
     from flows.train import train_command
 
-    interrupts = StopOnInterrupt()  # as ``tessera ingest``: a second Ctrl-C during an index build exits at once
+    # As ``tessera ingest``: a second Ctrl-C during an index build exits at once, and the first says how to resume
+    # (the finished flows' saved runs, the index shards committed); --no-cache would run every flow again.
+    interrupts = StopOnInterrupt(typed_command(args, [args.dataset, args.out], without=("--no-cache",)),
+                                 "run it again without --no-cache (which runs every flow anew)" if args.no_cache
+                                 else "run the same command again")
     # A remote --out resumes as a local one: its saved runs and default MLflow store are copied down first.
     kept = reads_back(cache=not args.no_cache, default_store=not args.no_mlflow and not args.mlflow_uri)
     try:

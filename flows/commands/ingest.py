@@ -28,7 +28,7 @@ from flows import uris
 from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, CliError, cli_option_error,
                                      cli_option_logs, console, positive_int, print_json,
                                      refuse_contradicting_index_options, refuse_file_as_index_name)
-from flows.commands.ingest_interrupt import StopOnInterrupt
+from flows.commands.ingest_interrupt import StopOnInterrupt, typed_command
 from flows.commands.job_paths import check_job_paths
 
 #: The ingestion's parameters that its errors and warnings name as a Python call passes them (``source='x'``,
@@ -202,16 +202,10 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _resume_command(args: argparse.Namespace) -> str | None:
-    """The command line as typed (``command_line``, set by the ``tessera`` parser), which resumes an interrupted run,
-    with the folder it ran in where a path of it is relative; None for a call without one."""
+    """The command line as typed, which resumes an interrupted run (``typed_command``)."""
     from operators.store.layout import is_index_name
 
-    typed = getattr(args, "command_line", None)
-    if not typed:
-        return None
-    paths = [path for path in (args.source, None if is_index_name(args.index) else args.index) if path]
-    relative = any(not uris.is_uri(path) and not os.path.isabs(os.path.expanduser(path)) for path in paths)
-    return shlex.join(typed) + (f" (in {os.getcwd()})" if relative else "")
+    return typed_command(args, [args.source, None if is_index_name(args.index) else args.index])
 
 
 def _fields(args: argparse.Namespace) -> dict[str, str] | None:

@@ -9,27 +9,41 @@ aborted the process ("terminate called without an active exception", status 134)
 one flushes the output and ends the process with ``os._exit(130)``; a Ray cluster this process
 started goes with it, as it does when the process is killed. Both commands use this one class, so
 they stop alike. SIGTERM takes the same path (``_signals``): ``tessera: terminated (SIGTERM)``, status 143.
-``tessera ingest`` gives its command line as ``resume``: the line then says to run that command again, which
-resumes from the shards committed (a Ctrl-C that said only "interrupted" left users unsure that it would).
+Both give their command line as ``resume`` (``typed_command``): the line then says to run that command again,
+which resumes from the shards committed and, for a benchmark, the flows' saved runs (a Ctrl-C that said only
+"interrupted" left users unsure that it would).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import threading
 
+from flows import uris
 from flows.commands._signals import stop_reason, stopped_status
+
+
+def typed_command(args: argparse.Namespace, paths: list[str | None], *, without: tuple[str, ...] = ()) -> str | None:
+    """The command line as typed (``command_line``, set by the ``tessera`` parser), less the flags ``without``, with
+    the folder it ran in where one of its ``paths`` is relative; None for a call without one (from Python)."""
+    typed = getattr(args, "command_line", None)
+    if not typed:
+        return None
+    relative = any(path and not uris.is_uri(path) and not os.path.isabs(os.path.expanduser(path)) for path in paths)
+    return shlex.join([part for part in typed if part not in without]) + (f" (in {os.getcwd()})" if relative else "")
 
 
 class StopOnInterrupt:
     """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once, with how to
-    resume when ``resume`` (the command that does) is given."""
+    resume when ``resume`` (the command that does) is given: ``how`` says what to do with it."""
 
-    def __init__(self, resume: str | None = None) -> None:
-        self.resume = resume
+    def __init__(self, resume: str | None = None, how: str = "run the same command again") -> None:
+        self.resume, self.how = resume, how
         self.previous = None
         self.announced = False
         self.signum = signal.SIGINT
@@ -60,6 +74,6 @@ class StopOnInterrupt:
         if not self.announced:
             self.announced = True
             said = "interrupted" if self.signum == signal.SIGINT else f"terminated ({stop_reason(self.signum)})"
-            hint = f"; what was committed stays: to resume, run the same command again: {self.resume}" \
+            hint = f"; what was committed stays: to resume, {self.how}: {self.resume}" \
                 if self.resume else ""
             print(f"tessera: {said}{hint}", file=sys.stderr, flush=True)

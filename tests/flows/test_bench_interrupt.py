@@ -1,6 +1,6 @@
 """Ctrl-C during ``tessera bench``'s index build: a real process, interrupted as a terminal does it (SIGINT to
 its process group), as ``test_ingest_interrupt`` does for ``tessera ingest``; both commands share
-``flows.commands.ingest_interrupt.StopOnInterrupt``.
+``flows.commands.ingest_interrupt.StopOnInterrupt``, and its line says the command that resumes.
 
 The build stops within one encoder call (status 130, one line); a second Ctrl-C while the process waits for that
 call used to interrupt the interpreter's exit (a traceback, or a C++ abort, status 134); now it exits 130 at once.
@@ -61,12 +61,12 @@ def test_ctrl_c_stops_a_bench_index_build_and_a_second_one_exits_at_once(tmp_pat
     home = tmp_path / "home"
     proc = _bench_cli(dataset, home, tmp_path / "out")
     lines, seconds = _interrupt_while_embedding(proc)
-    assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds, resume=True)
     assert any(line.startswith("building index ") for line in lines), lines
     auto = home / "indices" / "auto"
     assert not list(auto.glob("*.done.json"))  # not marked built: the next benchmark resumes it
 
     proc = _bench_cli(dataset, home, tmp_path / "out")  # again, interrupted twice: no abort, no traceback
     lines, seconds = _interrupt_while_embedding(proc, twice=True)
-    assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds, resume=True)
     assert not list(auto.glob("*.done.json"))

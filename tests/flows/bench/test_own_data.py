@@ -199,3 +199,37 @@ def test_an_empty_corpus_is_said_to_be_empty(tmp_path, bench):
     status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow")
     assert status == 2 and "corpus.jsonl holds no document (a JSON object a line, with its _id)" in err, err
     assert "its ids: ;" not in err  # what it said before
+
+
+@pytest.mark.parametrize("no_cache, how", [
+    ((), "run the same command again"),
+    (("--no-cache",), "run it again without --no-cache (which runs every flow anew)"),
+])
+def test_a_ctrl_c_after_a_flow_says_the_command_that_resumes_from_its_saved_run(tmp_path, bench, monkeypatch, no_cache,
+                                                                               how):
+    """It said ``tessera: interrupted`` alone, where the docs promise that the same command resumes; and with
+    ``--no-cache`` the same command runs every flow again, the finished one too."""
+    import shlex
+    import signal
+
+    from flows.bench.console import BenchReporter
+
+    args = [str(a) for a in ("--dataset", write_dataset(tmp_path / "d", BEIR), "--flow", "bm25", "--flow",
+                             "again=bm25", "--out", tmp_path / "out", "--no-mlflow", "--k", "1,10")]
+    finished, handler = BenchReporter.flow_finished, signal.getsignal(signal.SIGINT)
+
+    def then_ctrl_c(self, name: str, message: str) -> None:
+        finished(self, name, message)
+        raise KeyboardInterrupt  # as Python's SIGINT handler does: Ctrl-C once the first flow's run is saved
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(BenchReporter, "flow_finished", then_ctrl_c)
+            status, _, err = bench(*args, *no_cache)
+    finally:
+        signal.signal(signal.SIGINT, handler)  # the command's own handler stays after an interrupt, as in a process
+    resume = shlex.join(["tessera", "bench", *args])
+    assert status == 130 and err.endswith(f"tessera: interrupted; what was committed stays: to resume, {how}: "
+                                          f"{resume}\n"), err
+    status, _, err = bench(*args)
+    assert status == 0 and "bm25: cached run" in err and "again: ran in" in err, err
