@@ -12,6 +12,11 @@ they stop alike. SIGTERM takes the same path (``_signals``): ``tessera: terminat
 Both give their command line as ``resume`` (``typed_command``): the line then says to run that command again,
 which resumes from the shards committed and, for a benchmark, the flows' saved runs (a Ctrl-C that said only
 "interrupted" left users unsure that it would).
+
+Python runs a signal handler between any two bytecodes of the main thread, and where that is a weakref callback or a
+``__del__`` (importlib's module lock has one), the ``KeyboardInterrupt`` it raises is printed as "Exception ignored"
+and dropped: the ingestion went on to its end after a Ctrl-C under load. So while the context is open, a
+``KeyboardInterrupt`` dropped so (``sys.unraisablehook``) is raised again a moment later, from ordinary code.
 """
 
 from __future__ import annotations
@@ -42,26 +47,53 @@ class StopOnInterrupt:
     """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once, with how to
     resume when ``resume`` (the command that does) is given: ``how`` says what to do with it."""
 
+    #: Seconds before a dropped ``KeyboardInterrupt`` is raised again: long enough to be out of the callback.
+    REDELIVER_S = 0.05
+
     def __init__(self, resume: str | None = None, how: str = "run the same command again") -> None:
         self.resume, self.how = resume, how
         self.previous = None
+        self.previous_hook = None
+        self.redelivery: threading.Timer | None = None
         self.announced = False
         self.signum = signal.SIGINT
 
     def __enter__(self) -> "StopOnInterrupt":
         if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
             self.previous = signal.signal(signal.SIGINT, self._first)
+            self.previous_hook, sys.unraisablehook = sys.unraisablehook, self._dropped
         return self
 
     def __exit__(self, kind, *exc) -> None:
         interrupted = kind is not None and issubclass(kind, KeyboardInterrupt)
+        if self.previous_hook is not None:
+            sys.unraisablehook = self.previous_hook
+        if self.redelivery is not None:  # the stop was raised in time, or the run ended first
+            self.redelivery.cancel()
         if self.previous is not None and not interrupted:  # interrupted: the exit handler stays until the end
             signal.signal(signal.SIGINT, self.previous)
 
     def _first(self, signum, frame) -> None:
         self.signum = signum
+        self._raise()
+
+    def _raise(self, *_) -> None:
         signal.signal(signal.SIGINT, self._again)
         raise KeyboardInterrupt
+
+    def _dropped(self, unraisable) -> None:
+        """``sys.unraisablehook``: this stop's ``KeyboardInterrupt``, raised in a callback that drops exceptions, is
+        raised again once the main thread is back in ordinary code (the handler, ``_raise``, keeps the signal's
+        number); anything else goes to the hook before."""
+        ours = isinstance(unraisable.exc_value, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) == self._again
+        if not ours or threading.current_thread() is not threading.main_thread():
+            self.previous_hook(unraisable)
+            return
+        signal.signal(signal.SIGINT, self._raise)
+        # a real signal to the main thread, which wakes a wait there (``_thread.interrupt_main`` does not)
+        self.redelivery = threading.Timer(self.REDELIVER_S, signal.pthread_kill,
+                                          (threading.main_thread().ident, signal.SIGINT))
+        self.redelivery.start()
 
     def _again(self, signum, frame) -> None:
         self.announce()
