@@ -6,7 +6,8 @@ it?") is searched for with the turns before it (``query.contextualize``, as the 
 ``/v1/chat/completions`` does). The answer prints with its numbered sources and, for a
 follow-up, what was searched for; the answer prints as the model writes it
 (``operators.generate.answer_stream``). ``/new`` starts a new conversation; ``/exit`` or the end of input
-ends it, and on a terminal an empty line too. Piped input works too: one question a line, blank lines skipped.
+(Ctrl-D) ends it; ``/help`` lists these. An empty line is skipped, on a terminal as in piped input: a paste with a
+blank line in it ended the chat there and left its further lines to the shell.
 On a terminal, Ctrl-C during an answer stops that answer and asks for the next question (the conversation
 stays); at the prompt it ends the chat. The terminal's line editor (``readline``) reads the questions: without it
 the terminal cut a line at 4,095 characters without a word.
@@ -57,8 +58,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def handle(args: argparse.Namespace) -> int:
     """Ask a flow that answers (rag by default) one question a line; follow-ups are searched for with the
-    conversation before them. /new starts over; /exit or the end of input ends, and on a terminal an empty line
-    (piped input skips blank lines)."""
+    conversation before them. /new starts over; /exit or the end of input (Ctrl-D) ends; /help lists these; empty
+    lines are skipped."""
     from flows.executors import make_executor
     from flows.model_check import check_env, check_models
     from flows.train import train_command
@@ -78,12 +79,13 @@ def handle(args: argparse.Namespace) -> int:
 
         Index.open(resolve_index(index), verify=False)
     over = f" over {index}" if index else ""
-    out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends)")
+    out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends, "
+              "/help lists more)")
     conversation: list[dict[str, str]] = []
     turn, longest = 0, max_query_chars()  # a bad TESSERA_MAX_QUERY_CHARS: said now, before the first question
     while True:
         question = _read(interactive)
-        if question is None or question in ("", "/exit", "/quit"):
+        if question is None or question in ("/exit", "/quit"):
             if question is None and interactive:
                 out.print()  # Ctrl-D: the shell's prompt on a line of its own
             return EXIT_OK
@@ -91,8 +93,12 @@ def handle(args: argparse.Namespace) -> int:
             conversation = []
             out.print("[dim]a new conversation[/]")
             continue
-        if re.fullmatch(r"/\w+", question):  # a mistyped command (/quite, /help) is no question to search for
-            out.print(f"[yellow]unknown command {escape(question)}[/]: /new starts over, /exit ends")
+        if question == "/help":
+            out.print(_HELP, soft_wrap=True)
+            continue
+        if re.fullmatch(r"/\w+", question):  # a mistyped command (/quite) is no question to search for
+            out.print(f"[yellow]unknown command {escape(question)}[/]: /new starts over, /exit ends, /help lists "
+                      "more")
             continue
         if (unreadable := _unreadable(question)) is not None:  # said, and the chat goes on, as a long question is
             out.print(f"[yellow]{escape(unreadable)}[/]", soft_wrap=True)
@@ -116,6 +122,12 @@ def handle(args: argparse.Namespace) -> int:
             continue  # the unfinished turn stays out of the conversation
         answer = printer.finish(meta)
         conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+
+
+#: What ``/help`` says: the commands, and the keys that stop an answer or end the chat.
+_HELP = ("/new starts a new conversation (follow-ups no longer refer to the questions before it); /exit or Ctrl-D "
+         "ends the chat; Ctrl-C stops an answer being written (at the prompt it ends the chat). Any other line is "
+         "a question; a follow-up is searched for with the conversation before it.")
 
 
 def _print_json_line(turn: int, question: str, meta: dict[str, Any]) -> str:
@@ -179,12 +191,15 @@ def _unreadable(question: str) -> str | None:
 
 
 def _read(interactive: bool) -> str | None:
-    """The next question, or None at the end of input; blank lines of piped input are skipped (a file of
-    questions with a blank line in it ended the chat there, its further questions unanswered)."""
+    """The next question, or None at the end of input; blank lines are skipped (a file of questions with a blank
+    line in it ended the chat there, its further questions unanswered; on a terminal, a pasted text with a blank line
+    did, and its lines after it went to the shell as commands)."""
     if interactive:
         _line_editor()
         try:
-            return input("you> ").strip()
+            while not (line := input("you> ").strip()):
+                pass
+            return line
         except EOFError:
             return None
     while line := sys.stdin.readline():

@@ -7,7 +7,9 @@ whole chat runs the script in a process of their own; the others call ``flows.co
 from __future__ import annotations
 
 import functools
+import io
 import json
+import sys
 
 import pytest
 
@@ -106,9 +108,10 @@ def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_mode
 def test_an_unknown_command_is_said_and_not_asked(fault_models, spec, tmp_path, tessera):
     """A mistyped /quit was searched for and answered as a question."""
     proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
-                   stdin="/quite\n/help\n")
+                   stdin="/quite\n/reset\n")
     assert proc.stdout == "" and fault_models.bodies == []
-    assert "unknown command /quite" in proc.stderr and "unknown command /help" in proc.stderr
+    assert "unknown command /quite" in proc.stderr and "unknown command /reset" in proc.stderr
+    assert "/help lists more" in proc.stderr
 
 
 def test_an_answer_cut_by_max_tokens_says_so_as_tessera_run_does(fault_models, spec, tmp_path, tessera):
@@ -140,3 +143,21 @@ def test_a_line_that_is_not_utf8_or_only_control_characters_is_said_and_not_aske
     [line] = [json.loads(line) for line in proc.stdout.splitlines()]
     assert line["turn"] == 1 and line["question"] == "Which insects make honey?" and len(fault_models.bodies) == 1
     assert "\x00" not in json.dumps(fault_models.bodies)
+
+
+class _Terminal(io.StringIO):
+    """Typed (or pasted) lines on a terminal: ``sys.stdin.isatty()`` is what makes the chat read them as a person's."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_an_empty_line_is_skipped_and_help_lists_the_commands(fault_models, spec, tmp_path, tessera,
+                                                                            monkeypatch):
+    """On a terminal an empty line ended the chat: a pasted text with a blank line in it was asked up to there and its
+    further lines went to the shell as commands; /help was an unknown command."""
+    monkeypatch.setattr(sys, "stdin", _Terminal("/help\nWhich insects make honey?\n\n   \nHow do they make it?\n"))
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home")
+    answers = [json.loads(line.lstrip("you> ")) for line in proc.stdout.splitlines() if "{" in line]  # (prompts)
+    assert [a["question"] for a in answers] == ["Which insects make honey?", "How do they make it?"], proc.stdout
+    assert "/new starts a new conversation" in proc.stderr and "unknown command" not in proc.stderr, proc.stderr
