@@ -139,6 +139,10 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
             kind = _kind(err)
             detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
                       if kind == "timeout" and not alias.embedded else _detail(err))
+            if detail == "connection refused":  # say what to do: most often a local server not started
+                from operators.llm.reachable import refused_hint
+
+                detail += f": {refused_hint(alias)}"
             raise LLMError(f"{named(model, alias)}: {detail}", kind=kind,
                            seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started

@@ -39,6 +39,24 @@ def server_of(alias: ModelAlias) -> str | None:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
+def _start_ollama(alias: ModelAlias) -> str:
+    """Where to start Ollama, or to say where it runs: an alias's api_base wins over ``OLLAMA_API_BASE``."""
+    return ("start it there, or change the alias's api_base in its models file" if alias.api_base
+            else "start it (ollama serve), or set OLLAMA_API_BASE to where it runs")
+
+
+def refused_hint(alias: ModelAlias) -> str:
+    """What to do when ``alias``'s server refused the connection, for the call's error: a run that asked ``gemma2``
+    with no Ollama running said "connection refused" and no more."""
+    if alias.provider in ("ollama", "ollama_chat"):
+        where = _start_ollama(alias)
+        return f"no Ollama server runs there; {where}, or pick another model (tessera models says which answer)"
+    if alias.api_base:
+        return ("no server listens there; start it, or change the alias's api_base in its models file, or pick "
+                "another model (tessera models says which answer)")
+    return "pick another model (tessera models says which answer)"
+
+
 def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]:
     """``(reachable, why)``: the embedded model's weights and engine are installed; an Ollama server answers
     on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
@@ -61,9 +79,7 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         try:
             requests.get(f"{base}/api/tags", timeout=timeout).raise_for_status()
         except requests.RequestException as err:
-            where = ("start it there, or change the alias's api_base in its models file" if alias.api_base
-                     else "start it, or set OLLAMA_API_BASE to where it runs")  # an alias's api_base wins over it
-            return False, f"no Ollama server answers on {base} ({type(err).__name__}); {where}"
+            return False, f"no Ollama server answers on {base} ({type(err).__name__}); {_start_ollama(alias)}"
         return True, f"Ollama answers on {base}"
     if (why := serverless(alias)) is not None:
         return False, f"{alias.model} {why}"

@@ -95,7 +95,8 @@ def closed_port() -> int:
 
 def test_a_server_that_refuses_the_connection_is_a_connection_error_naming_the_model(tmp_path, monkeypatch):
     """The message names the alias, its litellm model and its server (never a key or a URL's password), for an
-    OpenAI-compatible server (litellm: "Connection error.") and for Ollama (litellm: "[Errno 111]")."""
+    OpenAI-compatible server (litellm: "Connection error.") and for Ollama (litellm: "[Errno 111]"), and says what to
+    do (it said "connection refused" and no more: a run asking gemma2 with no Ollama running was left to guess)."""
     port = closed_port()
     models = tmp_path / "models.yaml"
     models.write_text(f"gone: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n"
@@ -103,14 +104,22 @@ def test_a_server_that_refuses_the_connection_is_a_connection_error_naming_the_m
                       f"gone_vllm: {{model: hosted_vllm/q, api_base: 'http://me:pa55@127.0.0.1:{port}/v1'}}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     monkeypatch.setenv("GONE_KEY", "sk-test-secret")
-    expected = {"gone": f"openai/x at http://127.0.0.1:{port}/v1",
-                "gone_ollama": f"ollama_chat/gemma2 at http://127.0.0.1:{port}",
-                "gone_vllm": f"hosted_vllm/q at http://127.0.0.1:{port}/v1"}  # (its password left out)
-    for model, where in expected.items():
+    server = "connection refused: no server listens there; start it, or change the alias's api_base in its models file"
+    ollama = "connection refused: no Ollama server runs there; start it there, or change the alias's api_base"
+    expected = {"gone": (f"openai/x at http://127.0.0.1:{port}/v1", server),
+                "gone_ollama": (f"ollama_chat/gemma2 at http://127.0.0.1:{port}", ollama),
+                "gone_vllm": (f"hosted_vllm/q at http://127.0.0.1:{port}/v1", server)}  # (its password left out)
+    for model, (where, said) in expected.items():
         with pytest.raises(LLMError) as err:
             complete("hi", model=model, num_retries=0)
         assert err.value.kind == "connection" and err.value.seconds > 0, err.value.message
-        assert err.value.message == f"model '{model}' ({where}): connection refused"
+        assert err.value.message.startswith(f"model '{model}' ({where}): {said}"), err.value.message
+        assert err.value.message.endswith("or pick another model (tessera models says which answer)")
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{port}")  # the built-in gemma2, no Ollama running
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="gemma2", num_retries=0)
+    assert "no Ollama server runs there; start it (ollama serve), or set OLLAMA_API_BASE to where it runs" in \
+        err.value.message, err.value.message
 
 
 def test_an_unset_provider_key_is_auth_and_never_sent(tmp_path, monkeypatch):

@@ -16,4 +16,4 @@ def test_an_ollama_alias_with_its_own_api_base_is_told_to_change_that(monkeypatc
     assert "change the alias's api_base in its models file" in why and "OLLAMA_API_BASE" not in why
     monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{port}")
     ok, why = reachability(ModelAlias(model="ollama_chat/x"), timeout=2)
-    assert not ok and why.endswith("start it, or set OLLAMA_API_BASE to where it runs"), why
+    assert not ok and why.endswith("start it (ollama serve), or set OLLAMA_API_BASE to where it runs"), why
