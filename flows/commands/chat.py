@@ -84,7 +84,7 @@ def handle(args: argparse.Namespace) -> int:
     conversation: list[dict[str, str]] = []
     turn, longest = 0, max_query_chars()  # a bad TESSERA_MAX_QUERY_CHARS: said now, before the first question
     while True:
-        question = _read(interactive)
+        question = _read(interactive, prompt_to=out.file)
         if question is None or question in ("/exit", "/quit"):
             if question is None and interactive:
                 out.print()  # Ctrl-D: the shell's prompt on a line of its own
@@ -190,14 +190,15 @@ def _unreadable(question: str) -> str | None:
     return None
 
 
-def _read(interactive: bool) -> str | None:
+def _read(interactive: bool, prompt_to: Any) -> str | None:
     """The next question, or None at the end of input; blank lines are skipped (a file of questions with a blank
     line in it ended the chat there, its further questions unanswered; on a terminal, a pasted text with a blank line
-    did, and its lines after it went to the shell as commands)."""
+    did, and its lines after it went to the shell as commands). On a terminal the prompt goes where the greeting
+    went: with ``--json``, stderr (``input`` wrote it to stdout, into ``tessera chat --json > answers.jsonl``)."""
     if interactive:
         _line_editor()
         try:
-            while not (line := input("you> ").strip()):
+            while not (line := _prompted("you> ", prompt_to).strip()):
                 pass
             return line
         except EOFError:
@@ -206,6 +207,15 @@ def _read(interactive: bool) -> str | None:
         if line.strip():
             return line.strip()
     return None
+
+
+def _prompted(prompt: str, stream: Any) -> str:
+    """A line typed after ``prompt``, written to ``stream``: through ``input`` for stdout (readline redraws it)."""
+    if stream is sys.stdout:
+        return input(prompt)
+    stream.write(prompt)
+    stream.flush()
+    return input()
 
 
 def _line_editor() -> None:

@@ -158,6 +158,17 @@ def test_on_a_terminal_an_empty_line_is_skipped_and_help_lists_the_commands(faul
     further lines went to the shell as commands; /help was an unknown command."""
     monkeypatch.setattr(sys, "stdin", _Terminal("/help\nWhich insects make honey?\n\n   \nHow do they make it?\n"))
     proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home")
-    answers = [json.loads(line.lstrip("you> ")) for line in proc.stdout.splitlines() if "{" in line]  # (prompts)
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["question"] for a in answers] == ["Which insects make honey?", "How do they make it?"], proc.stdout
     assert "/new starts a new conversation" in proc.stderr and "unknown command" not in proc.stderr, proc.stderr
+
+
+def test_on_a_terminal_the_prompt_of_a_json_chat_goes_to_stderr(fault_models, spec, tmp_path, tessera, monkeypatch):
+    """``tessera chat --json > answers.jsonl`` typed on a terminal: the prompt went to stdout, into the file (each
+    line began "you> ", no JSON), and the person typing saw none."""
+    monkeypatch.setattr(sys, "stdin", _Terminal("Which insects make honey?\n"))
+    scripted = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home")
+    assert json.loads(scripted.stdout)["turn"] == 1 and scripted.stderr.count("you> ") == 2, scripted
+    monkeypatch.setattr(sys, "stdin", _Terminal("Which insects make honey?\n"))
+    shown = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home")
+    assert shown.stdout.count("you> ") == 2 and "you> " not in shown.stderr, shown  # as the answers: stdout
