@@ -203,6 +203,10 @@ def _read(interactive: bool, prompt_to: Any) -> str | None:
             return line
         except EOFError:
             return None
+        except KeyboardInterrupt:  # Ctrl-C at the prompt ends the chat: "tessera: interrupted" on a line of its own,
+            prompt_to.write("\n")  # not after what was typed
+            prompt_to.flush()
+            raise
     while line := sys.stdin.readline():
         if line.strip():
             return line.strip()

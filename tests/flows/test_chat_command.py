@@ -146,10 +146,21 @@ def test_a_line_that_is_not_utf8_or_only_control_characters_is_said_and_not_aske
 
 
 class _Terminal(io.StringIO):
-    """Typed (or pasted) lines on a terminal: ``sys.stdin.isatty()`` is what makes the chat read them as a person's."""
+    """Typed (or pasted) lines on a terminal: ``sys.stdin.isatty()`` is what makes the chat read them as a person's.
+    With ``ctrl_c``, a Ctrl-C is pressed after them, where Ctrl-D would end the input."""
+
+    def __init__(self, text: str, ctrl_c: bool = False) -> None:
+        super().__init__(text)
+        self.ctrl_c = ctrl_c
 
     def isatty(self) -> bool:
         return True
+
+    def readline(self, *args) -> str:
+        line = super().readline(*args)
+        if not line and self.ctrl_c:
+            raise KeyboardInterrupt
+        return line
 
 
 def test_on_a_terminal_an_empty_line_is_skipped_and_help_lists_the_commands(fault_models, spec, tmp_path, tessera,
@@ -172,3 +183,11 @@ def test_on_a_terminal_the_prompt_of_a_json_chat_goes_to_stderr(fault_models, sp
     monkeypatch.setattr(sys, "stdin", _Terminal("Which insects make honey?\n"))
     shown = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home")
     assert shown.stdout.count("you> ") == 2 and "you> " not in shown.stderr, shown  # as the answers: stdout
+
+
+def test_ctrl_c_at_the_prompt_ends_the_chat_on_a_line_of_its_own(fault_models, spec, tmp_path, tessera, monkeypatch):
+    """The note was written after what had been typed at the prompt ("how do thetessera: interrupted")."""
+    monkeypatch.setattr(sys, "stdin", _Terminal("", ctrl_c=True))
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home", check=130)
+    assert proc.stdout.endswith("more)\nyou> \n") and proc.stderr == "tessera: interrupted\n", proc
+    assert fault_models.bodies == []
