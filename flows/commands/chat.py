@@ -68,6 +68,7 @@ def handle(args: argparse.Namespace) -> int:
     flow = _answering_flow(args)
     check_models([flow], how_to_make=train_command)
     check_env(flow)  # a model's key unset: said before the greeting, not after the first question
+    _check_ollama_answers(flow, given=args.model is not None)
     cache = step_cache(args)
     if cache is not None:
         cache.check()  # a bad --cache-dir or $TESSERA_HOME is said now, not after the first question
@@ -172,6 +173,25 @@ def _answering_flow(args: argparse.Namespace) -> Any:
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params,
                                                                           "model": args.model}})
     return flow.spec.model_copy(update={"steps": steps}).build()
+
+
+def _check_ollama_answers(flow: Any, given: bool) -> None:
+    """Refuse, before the greeting, a flow whose model is on an Ollama server that does not answer (``gemma2`` with
+    no Ollama running): each question failed after the search and its retries, the chat going on as if answering."""
+    from operators.llm.aliases import resolve
+    from operators.llm.reachable import reachability
+    from operators.llm.step import LLMStep
+
+    for step_id, op in flow.operators.items():
+        model = getattr(op.params, "model", None) if isinstance(op, LLMStep) else None
+        alias = resolve(model) if model else None
+        if alias is None or alias.provider not in ("ollama", "ollama_chat"):
+            continue
+        ok, why = reachability(alias)
+        if not ok:
+            raise CliError(f"model '{model}' cannot be reached: {why}; or give another --model (tessera models "
+                           "says which answer)", **({"field": "--model"} if given else
+                                                    {"step": step_id, "field": "params.model"}))
 
 
 def _index_of(flow: Any) -> str | None:

@@ -79,6 +79,22 @@ def test_a_model_whose_key_is_unset_is_refused_before_the_greeting(tmp_path, tes
     assert proc.stdout == "" and "ask a question" not in proc.stderr
 
 
+def test_a_model_on_an_ollama_server_that_does_not_answer_is_refused_before_the_greeting(spec, tmp_path, tessera,
+                                                                                        monkeypatch):
+    """``tessera chat --model gemma2`` with no Ollama running greeted, then failed each question after its search
+    and retries ("connection refused"), the chat going on."""
+    from operators.llm.testing import closed_port
+
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{closed_port()}")
+    given = tessera("chat", str(spec), "--model", "gemma2", home=tmp_path / "home", check=2, stdin="Bees?\n")
+    assert_one_line_error(given, "field '--model'", "model 'gemma2' cannot be reached: no Ollama server answers on",
+                          "start it (ollama serve), or set OLLAMA_API_BASE", "or give another --model")
+    assert given.stdout == ""  # no greeting
+    spec.write_text(SPEC.replace("model: local", "model: gemma2"))
+    in_spec = tessera("chat", str(spec), home=tmp_path / "home", check=2, stdin="Bees?\n")
+    assert_one_line_error(in_spec, "step 'answer'", "model 'gemma2' cannot be reached")
+
+
 @pytest.mark.integration  # the ingested sample, and MiniLM
 def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path, tessera):
     checkout = tmp_path / "checkout"  # a clone after make demo: its index where make demo puts it
