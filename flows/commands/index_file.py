@@ -65,13 +65,18 @@ def _as_file(file: str) -> Iterator[str]:
         yield path
 
 
+#: How the reader, a flow step named ``index`` here, starts its warnings: words of a flow, not of this command.
+_STEP_PREFIX = "sources.jsonl [index]: "
+
+
 def _logged_as(path: str, label: str):
     """While open, the reader's warnings (``--skip-bad-lines``' lines skipped) name ``label`` where they said
-    ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user."""
+    ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user. They lose
+    the flow step's name (``sources.jsonl [index]:``), which names nothing the user of ``index add`` gave."""
 
     def renamed(record) -> None:
-        if path != label:
-            record.msg, record.args = record.getMessage().replace(path, label), ()
+        message = record.getMessage().replace(path, label)
+        record.msg, record.args = message.removeprefix(_STEP_PREFIX), ()
 
     return rewritten_logs("operators.sources", renamed)
 

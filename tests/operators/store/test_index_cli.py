@@ -307,6 +307,18 @@ def test_lines_skipped_from_standard_input_are_named_as_stdin_not_a_temporary_fi
     assert len(Index.open(idx)) == 2
 
 
+@pytest.mark.parametrize("command", ["add", "update"])
+def test_lines_skipped_are_reported_without_the_flow_step_a_user_never_named(tmp_path, sample_docs, caplog, command):
+    """The warning began ``sources.jsonl [index]:``, the reader step's name, which ``index add`` never shows."""
+    idx = str(tmp_path / "idx")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(sample_docs[0]) + "\nnot json\n")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[1:2]), "--no-dense"]) == 0
+    assert main(["index", command, idx, str(bad), "--skip-bad-lines"]) == 0
+    [skipped] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert skipped == f"skipped 1 unreadable line(s) in {bad} (lines 2)"
+
+
 def test_an_id_twice_in_the_file_is_refused_naming_both_lines(tmp_path, sample_docs, capsys):
     """The store's own refusal named a shard id that was never made, and no file or line."""
     idx = str(tmp_path / "idx")
