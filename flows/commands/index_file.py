@@ -108,6 +108,12 @@ def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = No
     return _embedded(docs, settings, kept_from) if settings.dense else docs
 
 
+#: What a record longer than the encoder reads can do: this command does not chunk (the flow step's advice, to chunk
+#: with the encoder's tokenizer, is nothing its user can give it).
+TRUNCATION_HINT = ("tessera index add and update embed each record whole, as one passage, and BM25 reads all of it; "
+                   "tessera ingest --source FILE --index INDEX cuts documents into passages that fit")
+
+
 #: The column ``update`` counts the records that kept their vectors by; not written.
 KEPT = "_kept"
 
@@ -127,6 +133,7 @@ def _embedded(docs: pa.Table, settings, kept_from: str | None) -> pa.Table:
 
     params = reuse.edit_params(settings.encoder)
     embed = SentenceTransformerEmbedder(params, step_id="embed")
+    embed.truncation_hint = TRUNCATION_HINT
     if kept_from is None:
         return embed(docs)
     texts, rows = embed.texts(docs), np.arange(docs.num_rows)

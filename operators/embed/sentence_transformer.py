@@ -57,6 +57,9 @@ class SentenceTransformerEmbedder(LoadsParamsModel, Operator):
     aliases = ("embed",)
     scope = "row"
     batch_size = 256
+    #: What to do about texts longer than the model reads, said with the warning; None: a flow's advice (chunk
+    #: them with the model's tokenizer). ``tessera index add`` embeds records whole and sets its own.
+    truncation_hint: str | None = None
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -165,8 +168,8 @@ class SentenceTransformerEmbedder(LoadsParamsModel, Operator):
         ingestion's chunks sized in other units than its pieces lost their ends unseen."""
         if truncated and not self._truncation_noted:
             self._truncation_noted = True
-            hint = f"preprocess.chunk with tokenizer: {self.params.model} sizes chunks to fit"
-            if self.params.title_column:  # chunks sized to fit can still lose their ends to a long title
+            hint = self.truncation_hint or f"preprocess.chunk with tokenizer: {self.params.model} sizes chunks to fit"
+            if self.params.title_column and not self.truncation_hint:  # chunks sized to fit can still lose their ends to a long title
                 hint += f"; each text is read after its {self.params.title_column!r}, which needs room too"
             log.warning("%s: %d of %d texts in one call are longer than %s reads (%d word pieces); only their "
                         "beginnings are embedded (%s)", self.step_id, truncated, texts, self.params.model,

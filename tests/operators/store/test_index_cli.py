@@ -162,7 +162,7 @@ def test_a_new_index_option_against_an_existing_index_is_refused_not_ignored(tmp
 
 
 @pytest.mark.slow
-def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
+def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs, caplog):
     idx = str(tmp_path / "dense")
     assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:8])]) == 0
     from operators.models import load_sentence_transformer
@@ -178,6 +178,12 @@ def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     assert main(["index", "add", idx, more, "--dense-type", "hnsw"]) == 2 and len(Index.open(idx)) == 8  # it is flat
     assert main(["index", "add", idx, more, "--no-dense"]) == 2 and len(Index.open(idx)) == 8
     assert main(["index", "add", idx, more, "--encoder", "all-MiniLM-L6-v2"]) == 0 and len(Index.open(idx)) == 10
+    # a record longer than the encoder reads: the warning's advice is what this command's user can do, not a step's
+    caplog.clear()
+    long = _write(tmp_path / "c.jsonl", [{"_id": "long", "text": " ".join(["honey bees"] * 400)}])
+    assert main(["index", "add", idx, long]) == 0
+    [cut] = [r.getMessage() for r in caplog.records if "only their beginnings are embedded" in r.getMessage()]
+    assert "tessera ingest --source FILE --index INDEX cuts documents" in cut and "preprocess.chunk" not in cut, cut
 
 
 def test_update_reports_what_its_commit_replaced_under_a_concurrent_delete(tmp_path, sample_docs, capsys, monkeypatch):
