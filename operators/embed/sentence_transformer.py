@@ -169,7 +169,8 @@ class SentenceTransformerEmbedder(LoadsParamsModel, Operator):
         if truncated and not self._truncation_noted:
             self._truncation_noted = True
             hint = self.truncation_hint or f"preprocess.chunk with tokenizer: {self.params.model} sizes chunks to fit"
-            if self.params.title_column and not self.truncation_hint:  # chunks sized to fit can still lose their ends to a long title
+            # chunks sized to fit can still lose their ends to a long title
+            if self.params.title_column and not self.truncation_hint:
                 hint += f"; each text is read after its {self.params.title_column!r}, which needs room too"
             log.warning("%s: %d of %d texts in one call are longer than %s reads (%d word pieces); only their "
                         "beginnings are embedded (%s)", self.step_id, truncated, texts, self.params.model,
