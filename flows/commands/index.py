@@ -249,11 +249,25 @@ def _cmd_add(args: argparse.Namespace) -> int:
             settings = settings.model_copy(update={"dim": chunks.column("vector").type.list_size})
         split_chunks(chunks, settings, shard_id)  # chunks the store refuses (a repeated _id) create nothing
         index = Index.create(resolve_index(args.path), settings)
-    info = index.add(chunks, shard_id=shard_id)
+    info = _added(index, chunks, shard_id)
     report(args, {"index": str(index.path), "created": created, "shard": info.id, "chunks": info.n_chunks,
                   "live": len(index), "generation": index.manifest.generation},
            f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
     return EXIT_OK
+
+
+def _added(index, chunks, shard_id: str):
+    """``index.add``, whose refusal of ids that are live (the file's ids were checked before embedding, so another
+    writer added them meanwhile) says so in this command's words, not the store's advice for every caller."""
+    from operators.store import CommitError
+
+    try:
+        return index.add(chunks, shard_id=shard_id)
+    except CommitError as err:
+        if err.field not in ("docno", "doc_id") or "already live" not in err.detail:
+            raise
+        raise CliError(f"{err.detail.split(': ', 1)[1]}: another writer added them while this add ran; nothing was "
+                       "written: replace them with `tessera index update`", field="FILE") from None
 
 
 def _cmd_update(args: argparse.Namespace) -> int:

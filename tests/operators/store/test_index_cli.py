@@ -206,6 +206,31 @@ def test_update_reports_what_its_commit_replaced_under_a_concurrent_delete(tmp_p
     assert len(Index.open(idx)) == 40 - 5 + 2
 
 
+def test_an_add_racing_another_of_the_same_ids_says_another_writer_added_them(tmp_path, sample_docs, capsys,
+                                                                              monkeypatch):
+    """Two adds of one file at once: both pass the check before embedding, one commit wins; the other's refusal
+    gave the store's advice for every caller (``--replace``, ``Index.upsert``) under the field 'docno'."""
+    idx = str(tmp_path / "idx")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:3]), "--no-dense"]) == 0
+    racing = _write(tmp_path / "b.jsonl", sample_docs[3:6])
+    write_shard = Index.write_shard
+
+    def write_while_another_adds(self, shard_id, chunks, **options):
+        info = write_shard(self, shard_id, chunks, **options)
+        monkeypatch.setattr(Index, "write_shard", write_shard)
+        assert main(["index", "add", idx, racing]) == 0  # the other writer, first to commit
+        return info
+
+    monkeypatch.setattr(Index, "write_shard", write_while_another_adds)
+    capsys.readouterr()
+    assert main(["index", "add", idx, racing]) == 2
+    err = capsys.readouterr().err
+    assert "field 'FILE': document(s) [" in err and "another writer added them while this add ran" in err, err
+    assert "--replace" not in err and len(Index.open(idx)) == 6
+    assert sorted(p.name for p in (tmp_path / "idx" / "shards").iterdir() if not p.name.startswith(".")) == sorted(
+        s.id for s in Index.open(idx).manifest.shards)
+
+
 def test_failed_add_leaves_no_shard_folder(tmp_path, sample_docs, capsys):
     idx = tmp_path / "idx"
     assert main(["index", "add", str(idx), _write(tmp_path / "a.jsonl", sample_docs[:10]), "--no-dense"]) == 0
