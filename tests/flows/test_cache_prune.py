@@ -132,6 +132,7 @@ RUNS_IN_A_FRESH_PROCESS = """
 import gc, json, sys
 from pathlib import Path
 from flows.api import Flow
+from tests.open_files import open_files
 
 index, root, home, query = sys.argv[1:]
 flow = Flow.load("bm25", index=index)

@@ -135,10 +135,11 @@ def test_run_help_says_how_standard_input_is_read_as_the_queries_reader_reads_it
             "every line has a tab, else one query a line)") in said, said
 
 
-def test_chat_help_says_an_empty_line_ends_it_only_on_a_terminal(capsys):
-    """It said "/exit or an empty line ends"; piped questions skip blank lines and go on (``_next_question``)."""
+def test_chat_help_says_what_ends_it_and_that_empty_lines_are_skipped(capsys):
+    """It said "/exit or an empty line ends"; empty lines are skipped, piped or typed (a paste with a blank line
+    ended the chat and left its later lines to the shell): ``_next_question``."""
     with pytest.raises(SystemExit):
         main(["chat", "--help"])
     said = " ".join(capsys.readouterr().out.split())
-    assert ("/new starts over; /exit or the end of input ends, and on a terminal an empty line (piped input skips "
-            "blank lines).") in said, said
+    assert ("/new starts over; /exit or the end of input (Ctrl-D) ends; /help lists these; empty lines are "
+            "skipped.") in said, said

@@ -153,12 +153,14 @@ def test_the_resume_command_of_an_interrupted_first_ingest_keeps_its_settings_an
     assert _resume_of(listed["error"]) == resume
 
 
-def test_index_open_of_an_interrupted_first_ingest_says_the_command_that_resumes_it(tmp_path, monkeypatch, capsys):
+def test_index_open_of_an_interrupted_first_ingest_says_the_call_that_resumes_it(tmp_path, monkeypatch, capsys):
     """``Index.open`` (and ``Flow.load``'s ``index=``) said only that "the command that started it resumes it", where
-    the CLI adds that command: a notebook's user got no command to run."""
+    the CLI adds that command: a notebook's user got nothing to run. Python now says the ``flows.api.ingest`` call
+    that does what the CLI's command does (its settings kept: ``--no-dense`` is ``settings={'dense': False}``)."""
     import pytest
 
     from flows.api import Flow, Index
+    from flows.ingestion.first_ingest import python_call
     from operators.store import IndexSettings
     from operators.store.errors import UnfinishedFirstIngestError
 
@@ -171,10 +173,11 @@ def test_index_open_of_an_interrupted_first_ingest_says_the_command_that_resumes
         with pytest.raises(UnfinishedFirstIngestError) as err:
             opening()
         assert err.value.message.startswith(f"no index at {index} yet: its first ingestion, of {corpus}")
-        assert "resumes it: tessera ingest" in err.value.message
-        said.append(_resume_of(err.value.message))
-    cli = _resume_of(assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(index),
-                                                              home=tmp_path / "home", check=None), "resumes it: "))
-    assert said == [cli] * 3
-    assert cli == ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "2",
-                   "--no-dense"]
+        assert "resumes it: flows.api.ingest(" in err.value.message
+        said.append(err.value.message.split("resumes it: ", 1)[1])
+    line = assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(index),
+                                                    home=tmp_path / "home", check=None), "resumes it: ")
+    assert _resume_of(line) == ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size",
+                                "2", "--no-dense"]
+    assert said == [python_call(line.split("resumes it: ", 1)[1].strip())] * 3
+    assert "shard_size=2" in said[0] and "settings={'dense': False}" in said[0]
