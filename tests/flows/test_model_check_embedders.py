@@ -16,6 +16,9 @@ import pytest
 from flows.model_check import MissingModelsError, check_models
 from flows.spec import FlowSpec
 
+# every test builds its checkpoints with torch (a cross-encoder, a ColBERT model): make test, not make test-fast
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def colbert_folder(tmp_path_factory) -> Path:
@@ -37,7 +40,6 @@ def home(tmp_path, monkeypatch, untrained_ce, colbert_folder) -> Path:
 
 @pytest.mark.parametrize("model, kind", [("tessera-cross-encoder", "a cross-encoder"),
                                          ("tessera-colbert", "a ColBERT model")])
-@pytest.mark.integration
 def test_index_add_refuses_an_encoder_that_is_not_an_embedding_model(home, tmp_path, capsys, model, kind):
     from flows.commands import main
 

@@ -123,6 +123,7 @@ def test_bad_params_name_the_field():
     assert err.value.field == "params.aggregation"
 
 
+@pytest.mark.integration  # loads MiniLM with torch
 def test_a_plain_encoder_is_refused_with_the_reason():
     from operators.errors import OperatorError
 
@@ -132,6 +133,7 @@ def test_a_plain_encoder_is_refused_with_the_reason():
     assert "no ColBERT projection" in str(err.value)
 
 
+@pytest.mark.integration  # builds a ColBERT checkpoint with torch
 def test_a_checkpoint_of_a_later_format_is_refused_naming_it(tmp_path, untrained_colbert):
     """Read as this release's, a later Tessera's checkpoint would score with the wrong settings without a word."""
     from operators.errors import OperatorError

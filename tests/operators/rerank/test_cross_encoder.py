@@ -101,6 +101,7 @@ def test_missing_checkpoint_fails_at_setup_naming_the_fix(tmp_path):
         op(sample_results(1, 2))
 
 
+@pytest.mark.integration  # loads and saves a cross-encoder with torch
 def test_a_max_length_above_the_checkpoints_own_is_used_but_logged(cross_encoder_path, tmp_path, caplog):
     from sentence_transformers import CrossEncoder
 
