@@ -273,7 +273,7 @@ def _added(index, chunks, shard_id: str):
 def _cmd_update(args: argparse.Namespace) -> int:
     from flows.commands.index_file import KEPT
 
-    index = _open(args.path)
+    index = _open_to_update(args)
     chunks = _chunks(index.settings, args.file, args.skip_bad_lines, kept_from=str(index.path))
     kept = 0
     if KEPT in chunks.column_names:
@@ -288,6 +288,28 @@ def _cmd_update(args: argparse.Namespace) -> int:
            f"wrote {info.n_chunks} chunk(s) as shard {info.id}{kept_line}, replacing {commit.tombstoned}, adding "
            f"{commit.new_doc_ids} new document(s); {len(index)} live")
     return EXIT_OK
+
+
+#: How the store ends its "no index at PATH" (``layout.read_manifest``), with the ``tessera ingest`` that builds one.
+_BUILD_ONE = "; build one with `tessera ingest "
+_LISTED = "; `tessera index list` lists the indices there"
+
+
+def _open_to_update(args: argparse.Namespace):
+    """The index to update; where there is none, the error names ``tessera index add`` of the same FILE first (the
+    store's advice, ``tessera ingest --source FILE``, reads a source, not a file of records such as FILE)."""
+    from operators.store import IndexNotFoundError
+
+    try:
+        return _open(args.path)
+    except IndexNotFoundError as err:
+        if type(err) is not IndexNotFoundError or _BUILD_ONE not in err.message:
+            raise
+        head, tail = err.message.split(_BUILD_ONE, 1)
+        path, file = shlex.quote(args.path), shlex.quote(args.file)
+        raise IndexNotFoundError(f"{head}; nothing to update: make it with these documents with `tessera index add "
+                                 f"{path} {file}` (or from a source with `tessera ingest --source FILE --index "
+                                 f"{path}`){_LISTED if _LISTED in tail else ''}") from None
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:

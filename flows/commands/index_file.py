@@ -100,12 +100,34 @@ def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = No
             raise CliError(f"{message}; nothing was written (--skip-bad-lines skips such lines)",
                            field="FILE") from None
         if docs.num_rows == 0:
-            raise CliError(f"{file} holds no documents", field="FILE")
+            said = _all_skipped(path) if skip_bad_lines else ""
+            raise CliError(f"{_label(file)} holds no documents{said}", field="FILE")
         _refuse_repeated_ids(docs, path, _label(file))
     if adding_to is not None:
         _refuse_live_ids(docs, adding_to)
-    docs = docs.append_column("doc_id", docs.column("docno"))
+    docs = _whole_documents(docs.append_column("doc_id", docs.column("docno")))
     return _embedded(docs, settings, kept_from) if settings.dense else docs
+
+
+def _whole_documents(docs: pa.Table) -> pa.Table:
+    """Each record is one passage, its whole document: chunk 0 of 1, as ``tessera ingest`` numbers a document it
+    did not cut. Without these an ingested index's added documents had null chunk numbers, and a search whose hits
+    were all added ones had no such columns. A record's own field of either name is replaced, as ingest drops it."""
+    from operators.tables import set_column
+
+    for name, value in (("chunk_index", 0), ("total_chunks", 1)):
+        docs = set_column(docs, name, pa.array([value] * docs.num_rows, pa.int32()))
+    return docs
+
+
+def _all_skipped(path: str) -> str:
+    """What to add to "FILE holds no documents" when ``--skip-bad-lines`` skipped every line of a file that has some
+    (each line not blank is a document or skipped): the file is not empty, as those words alone said."""
+    with open(path, "rb") as lines:
+        if not any(line.strip() for line in lines):
+            return ""
+    return (": every line was skipped as unreadable (--skip-bad-lines; the warning above names them); nothing was "
+            "written")
 
 
 #: What a record longer than the encoder reads can do: this command does not chunk (the flow step's advice, to chunk

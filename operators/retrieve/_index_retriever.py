@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
@@ -121,6 +122,29 @@ def _with_filter_columns(docs: pa.Table, columns: set[str], schema: pa.Schema) -
     for name in sorted(columns - set(docs.column_names)):
         docs = docs.append_column(schema.field(name), pa.nulls(docs.num_rows, schema.field(name).type))
     return docs
+
+
+#: A hit's document columns, in this order, in every search's rows, whatever its documents hold, and the value of one
+#: that a passage lacks: no title is "" (never null: ``hit["title"][:20]``), and a passage stored without its place
+#: in a document (``tessera index add`` before 2026-12-07, ``tessera ingest --no-chunk``) is a whole one, 0 of 1.
+PASSAGE_COLUMNS = {"docno": None, "title": "", "text": "", "doc_id": None, "chunk_index": 0, "total_chunks": 1}
+_PASSAGE_TYPES = {"chunk_index": pa.int32(), "total_chunks": pa.int32()}
+
+
+def _with_passage_columns(columns: dict, kept: list[str], n: int) -> dict:
+    """``columns`` (the query's ``kept`` ones first) with every one of ``PASSAGE_COLUMNS``, in its order after the
+    query's, their nulls filled: an index whose shards hold other columns (an added document's have no title
+    where none of its file's records had one, nor chunk numbers) gave rows of other columns, and null titles."""
+    out = {name: columns[name] for name in kept}
+    for name, missing in PASSAGE_COLUMNS.items():
+        column = columns.get(name)
+        if column is None:
+            column = pa.nulls(n, _PASSAGE_TYPES.get(name, pa.string()))
+        if missing is not None and column.null_count:
+            column = pc.fill_null(column, missing)
+        out[name] = column
+    out.update((name, column) for name, column in columns.items() if name not in out)
+    return out
 
 
 class RetrieverParams(BaseModel):
@@ -316,8 +340,6 @@ class IndexRetriever(Operator):
         kept = [c for c in queries.column_names if c not in owned]
         columns = dict(zip(kept, queries.select(kept).take(rows).columns))
         columns.update(zip(doc_columns, docs.select(doc_columns).columns))
-        for name in ("doc_id", "title", "text"):
-            if name not in columns:
-                columns[name] = pa.nulls(len(rows), pa.string())
+        columns = _with_passage_columns(columns, kept, len(rows))
         # Hits come merged best first per query, ties by docno: already in ranking order.
         return set_ranking(columns, pa.array(scores, pa.float64()), self.step_id, groups=rows, ordered=True)

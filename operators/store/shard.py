@@ -59,6 +59,7 @@ def split_chunks(chunks: pa.Table, settings: IndexSettings, shard_id: str) -> tu
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise ShardDataError(f"{where}: column {name!r} is {chunks.column(name).type}, "
                                      f"not castable to string ({err})", field=name) from None
+    chunks = _with_title(chunks)
     for name in ("docno", "doc_id"):
         nulls = chunks.column(name).null_count
         if nulls:
@@ -73,6 +74,18 @@ def split_chunks(chunks: pa.Table, settings: IndexSettings, shard_id: str) -> tu
         vectors = _vectors(chunks.column("vector"), settings.dim, where)
     docs = chunks.drop_columns([c for c in ("vector",) if c in chunks.column_names])
     return docs, vectors
+
+
+def _with_title(chunks: pa.Table) -> pa.Table:
+    """``chunks`` with a ``title`` of "" where a document has none: a reader gives no title column where none of a
+    batch's records has one, and "" where another record has, so an index held "" and nulls for the same thing,
+    and its searches gave ``title: None`` (``hit["title"][:20]`` failed)."""
+    if "title" not in chunks.column_names:
+        return chunks.add_column(chunks.column_names.index("text"), "title", pa.array([""] * chunks.num_rows))
+    if chunks.column("title").null_count:
+        return chunks.set_column(chunks.column_names.index("title"), "title",
+                                 pc.fill_null(chunks.column("title"), ""))
+    return chunks
 
 
 def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:

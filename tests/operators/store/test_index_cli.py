@@ -410,3 +410,75 @@ def test_update_keeps_the_vectors_of_documents_whose_text_did_not_change(tmp_pat
     assert dict(zip(table.column("doc_id").to_pylist(), table.column("year").to_pylist()))[first] == 2020
     assert main(["index", "update", idx, _write(tmp_path / "c.jsonl", fixed[:1])]) == 0
     assert "(1 kept their vectors: their text did not change)" in capsys.readouterr().out
+
+
+def _bees_search(idx: str, query: str = "bees") -> pa.Table:
+    from flows.api import Index as ApiIndex
+
+    return ApiIndex.open(idx).search(query, k=10, method="bm25")
+
+
+def test_a_document_without_a_title_has_an_empty_one_stored_and_in_search_results(tmp_path, capsys, monkeypatch):
+    """One rule: no title is "". A document of a file where another record had a title got "", one of a file where
+    none had got None, and a search gave it as None (``hit["title"][:20]`` failed). An index written so before (no
+    title column in a shard) is read as it is, and its searches give "" too."""
+    from operators.store import shard
+
+    idx = str(tmp_path / "idx")
+    mixed = [{"_id": "t1", "title": "Bees", "text": "honey bees"}, {"_id": "n1", "text": "bees in winter"}]
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", mixed), "--no-dense"]) == 0
+    assert main(["index", "add", idx, _write(tmp_path / "b.jsonl", [{"_id": "n2", "text": "bees swarm"}])]) == 0
+    _, stored = Index.open(idx).columns(["docno", "title"])
+    assert dict(zip(*stored.to_pydict().values())) == {"t1": "Bees", "n1": "", "n2": ""}
+    monkeypatch.setattr(shard, "_with_title", lambda chunks: chunks)  # an earlier release's writer
+    Index.open(idx).add(pa.table({"docno": ["old"], "doc_id": ["old"], "text": ["bees of old"]}))
+    monkeypatch.undo()
+    hits = _bees_search(idx)
+    assert dict(zip(hits.column("docno").to_pylist(), hits.column("title").to_pylist())) == {
+        "t1": "Bees", "n1": "", "n2": "", "old": ""}
+
+
+def test_added_documents_are_chunk_0_of_1_and_every_search_has_the_chunk_columns(tmp_path, capsys):
+    """On an ingested (chunked) index, documents of ``index add``/``update`` had null ``chunk_index`` and
+    ``total_chunks``, and a search whose hits were all such documents had no such columns; a shard written before
+    (no chunk numbers) gives 0 of 1 too."""
+    idx = tmp_path / "idx"
+    ingested = Index.create(idx, {"dense": False})  # as tessera ingest writes its chunks
+    ingested.add(pa.table({"docno": ["long#0", "long#1"], "doc_id": ["long", "long"], "title": ["Long", "Long"],
+                           "text": ["ants build nests", "ants farm aphids"],
+                           "chunk_index": pa.array([0, 1], pa.int32()), "total_chunks": pa.array([2, 2], pa.int32())}))
+    ingested.add(pa.table({"docno": ["old"], "doc_id": ["old"], "title": ["Old"], "text": ["wasps of old"]}))
+    assert main(["index", "add", str(idx), _write(tmp_path / "a.jsonl", [{"_id": "new", "text": "bees"}])]) == 0
+    assert main(["index", "update", str(idx), _write(tmp_path / "b.jsonl", [{"_id": "long", "text": "ants"}])]) == 0
+    _, stored = Index.open(idx).columns(["docno", "chunk_index", "total_chunks"])
+    assert {r["docno"]: (r["chunk_index"], r["total_chunks"]) for r in stored.to_pylist()} == {
+        "old": (None, None), "new": (0, 1), "long": (0, 1)}
+    for query in ("bees", "ants", "wasps"):  # hits of an added, an updated, an old shard's document alone
+        hits = _bees_search(str(idx), query)
+        assert hits.column_names[:8] == ["qid", "query", "docno", "title", "text", "doc_id", "chunk_index",
+                                         "total_chunks"], query
+        assert hits.select(["chunk_index", "total_chunks"]).to_pylist() == [{"chunk_index": 0, "total_chunks": 1}]
+
+
+def test_update_of_no_index_names_index_add_of_its_file(tmp_path, capsys):
+    """It said only "build one with `tessera ingest --source FILE ...`", which reads a source, not these records."""
+    docs = _write(tmp_path / "a.jsonl", [{"_id": "d1", "text": "bees"}])
+    assert main(["index", "update", str(tmp_path / "nope"), docs]) == 2
+    err = capsys.readouterr().err
+    assert f"no index at {tmp_path / 'nope'}" in err and f"`tessera index add {tmp_path / 'nope'} {docs}`" in err, err
+    assert "tessera ingest --source FILE" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "nope").exists()
+
+
+@pytest.mark.parametrize("content, said", [
+    ("not json\n{bad\n", " holds no documents: every line was skipped as unreadable (--skip-bad-lines"),
+    ("\n  \n", " holds no documents\n"),  # blank lines alone: nothing was skipped
+])
+def test_a_file_with_no_document_says_when_every_line_was_skipped(tmp_path, capsys, content, said):
+    """``--skip-bad-lines`` skipping every line ended in "FILE holds no documents", as of an empty file."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    assert main(["index", "add", str(tmp_path / "idx"), str(bad), "--no-dense", "--skip-bad-lines"]) == 2
+    err = capsys.readouterr().err
+    assert f"field 'FILE': {bad}{said}" in err, err
+    assert not (tmp_path / "idx").exists()
