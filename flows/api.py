@@ -131,8 +131,11 @@ class Index:
             can = [name for name in ("bm25", "dense") if held[name]]
             if not can:
                 raise SpecError(f"{self.path.name} holds no search structure", field="method")
-            missing = "BM25 term statistics" if method != "dense" and not settings.bm25 else "dense vectors"
-            raise SpecError(f"method '{method}' needs {missing}, which {self.path.name} was not ingested with; "
+            missing, option, feature = ("BM25 term statistics", "--no-bm25", "bm25") \
+                if method != "dense" and not settings.bm25 else ("dense vectors", "--no-dense", "dense")
+            # not "was not ingested with": `tessera index add` makes such indices too
+            raise SpecError(f"method '{method}' needs {missing}, which {self.path.name} was built without ({option} "
+                            f"of tessera ingest or tessera index add; settings={{'{feature}': False}} in Python); "
                             f"use method={can[0]!r}", field="method")
         return method
 

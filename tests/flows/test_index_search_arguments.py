@@ -33,6 +33,9 @@ def test_a_method_the_index_was_not_ingested_for_names_the_one_it_can(bm25_only,
     with pytest.raises(SpecError, match="dense vectors.*use method='bm25'") as err:
         bm25_only.search("bees", method=method)
     assert err.value.field == "method"
+    # it said "was not ingested with" of an index `tessera index add` (or the store, as here) made too
+    assert "was built without (--no-dense of tessera ingest or tessera index add; settings={'dense': False} in " \
+        "Python)" in err.value.message and "ingested with" not in err.value.message
 
 
 def test_k_may_be_a_numpy_integer(bm25_only):
