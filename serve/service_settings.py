@@ -21,6 +21,11 @@ from operators.api_keys import (KEY_ID_PATTERN, KEYS_ENV, env_key_id, env_keys, 
 from operators.redact import remember_secret
 from serve.index_roots import default_data_roots, default_roots
 
+#: Every model of the app's settings: no unknown field, and strict types. Pydantic's lax mode reads the text "yes",
+#: "off" or "1" (a quoted YAML value) and the number 1 as a boolean, and ``true`` or "8" as a number: ``admin: "yes"``
+#: made an admin key. A setting takes YAML's own ``true``/``false`` and numbers only; anything else stops the start,
+#: naming the field (``serve.settings.parse_args``).
+SETTINGS = ConfigDict(extra="forbid", strict=True)
 #: ``ServiceArgs.compact_after_shards``'s default.
 COMPACT_AFTER_SHARDS = 32
 #: ``ServiceArgs.max_idle_task_workers``'s default. An idle worker costs memory (about 250 MB), not CPU, and tasks
@@ -38,7 +43,7 @@ ANSWER_THREADS = 32
 class ApiKey(BaseModel):
     """One client: an id (what owns its tasks, chats and flows) and the SHA-256 of its bearer key."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     id: str = Field(pattern=KEY_ID_PATTERN, description="Key id: owns the key's tasks, chats "
                     "and saved flows; shown in logs instead of the key.")
@@ -59,7 +64,7 @@ class ApiKey(BaseModel):
 class Limits(BaseModel):
     """What one request or one key may ask for; each one exceeded is a 4xx that names it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     max_tasks_per_key: int = Field(4, gt=0, description="Tasks a key may have queued or running at once (429).")
     max_tasks: int = Field(8, gt=0, description="Tasks the service may have queued or running at once, every key's "
@@ -98,7 +103,7 @@ class Limits(BaseModel):
 class ServiceArgs(BaseModel):
     """The flow half of the app: where tasks live, which index flows search by default, who may call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     default_index: str | None = Field(".tessera/indices/sample", description="Index for flows whose retrieval "
                                       "steps name none (a path, relative to where the app is started, or a name "

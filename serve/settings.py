@@ -8,14 +8,15 @@ default, the deployment's name (what a flow step's ``placement.deployment`` name
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from operators.errors import SpecError, first_validation_problem
+from operators.errors import SpecError, first_validation_problem, shown_value, value_problem
 
-from serve.service_settings import ServiceArgs
+from serve.service_settings import SETTINGS, ServiceArgs
 
 _DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
@@ -23,7 +24,7 @@ _DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 class Batching(BaseModel):
     """``@serve.batch`` settings of a model deployment (live-updatable through ``user_config``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     max_batch_size: int = Field(16, gt=0, description="Most requests merged into one model call.")
     batch_wait_timeout_s: float = Field(0.005, ge=0, description="How long the first request of a batch waits "
@@ -33,7 +34,7 @@ class Batching(BaseModel):
 class Autoscaling(BaseModel):
     """Replica autoscaling of a model deployment (Serve's ``autoscaling_config``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     min_replicas: int = Field(1, ge=0, description="Fewest replicas (0 lets an idle deployment scale to zero).")
     max_replicas: int = Field(1, ge=1, description="Most replicas.")
@@ -50,7 +51,7 @@ class Autoscaling(BaseModel):
 class ModelDeploymentArgs(BaseModel):
     """One served model: the operator that hosts it, its params, and the deployment's resources."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     name: str = Field(min_length=1, description="Model name clients send (`model` in the request bodies).")
     op: str = Field(description="Registered operator hosting the model: embed.sentence_transformer or a reranker "
@@ -92,7 +93,7 @@ class LLMDeploymentArgs(BaseModel):
     """One served language model behind ``/v1/chat/completions`` (serve/deployments/llm.py says how each
     engine runs it)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     name: str = Field(min_length=1, description="Model name clients send (`model`); also the deployment's name.")
     aliases: list[str] = Field(default_factory=list, description="Other names clients may send for this model.")
@@ -145,7 +146,7 @@ class LLMDeploymentArgs(BaseModel):
 class AppArgs(BaseModel):
     """Arguments of ``serve.app:build_app``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SETTINGS
 
     models: list[ModelDeploymentArgs] = Field(default_factory=list, description="Models to deploy.")
     llms: list[LLMDeploymentArgs] = Field(default_factory=list, description="Language models served by "
@@ -197,5 +198,40 @@ def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
     try:
         return AppArgs.model_validate(dict(args or {}))
     except ValidationError as err:
-        _, field, message = first_validation_problem(err)
-        raise ServeConfigError(message, field=field or "args") from None
+        first, field, message = first_validation_problem(err)
+        if first["type"] in _KIND_ERRORS:
+            message = value_problem(first, err.errors()) + _quoted_hint(first)
+        raise ServeConfigError(message + _key_named(args, first["loc"]), field=field or "args") from None
+
+
+#: Pydantic's errors of a value of the wrong kind (strict: ``SETTINGS``), said as "must be true or false (got 'yes')".
+_KIND_ERRORS = {"bool_type", "int_type", "float_type", "string_type", "list_type", "dict_type", "model_type"}
+
+
+def _quoted_hint(error: dict) -> str:
+    """A boolean or a number written as text (quoted in YAML: ``admin: "yes"``, ``max_tasks: "8"``): say how to
+    write the value itself."""
+    text = error.get("input")
+    if error["type"] == "bool_type" and isinstance(text, str) and text.strip().lower() in _BOOL_WORDS:
+        return "; a setting takes YAML's own true or false: write it without quotes"
+    if error["type"] in ("int_type", "float_type") and isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            float(text)
+            return "; a setting takes YAML's own number: write it without quotes"
+    return ""
+
+
+#: What a boolean written as text may look like (pydantic's lax mode read each as one).
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "1", "0"}
+
+
+def _key_named(args: Any, loc: tuple) -> str:
+    """`` (key 'alice')`` for a problem inside an entry of ``service.api_keys``: the entry's id, which its author
+    knows it by (the field names its place in the list only)."""
+    if tuple(loc[:2]) != ("service", "api_keys") or len(loc) < 3 or not isinstance(loc[2], int):
+        return ""
+    try:
+        key_id = args["service"]["api_keys"][loc[2]]["id"]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return f" (key {shown_value(key_id)})" if loc[3:] != ("id",) else ""

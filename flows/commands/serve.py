@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
         held = hold_task_stores(config)  # noqa: F841 - for as long as this process runs
         check_models_file(os.environ)
         check_gpus(config, args.address, os.environ)
-    check_app_args(config)  # last: it costs a child process (about 1 s)
+    check_app_args(config, source)  # last: it costs a child process (about 1 s)
     import yaml
 
     text = yaml.safe_dump(config, sort_keys=False)
@@ -308,10 +308,11 @@ def check_carried(env_vars) -> None:
         raise SettingError(err.message) from None
 
 
-def check_app_args(config: dict) -> None:
-    """Each Tessera application's ``args`` valid before Ray starts."""
+def check_app_args(config: dict, source: str | Path | None = None) -> None:
+    """Each Tessera application's ``args`` valid before Ray starts; the error names the config file ``source``."""
     if (problem := app_args_problem(config)) is not None:
-        raise CliError(f"{problem['message']} (application '{problem['application']}')", field=problem["field"])
+        raise CliError(f"{f'{source}: ' if source else ''}{problem['message']} (application "
+                       f"'{problem['application']}')", field=problem["field"])
 
 
 def app_args_problem(config: dict) -> dict | None:

@@ -28,6 +28,10 @@ def _config(tmp_path, **service) -> str:
      "1 is below spare_task_workers (2)"),
     ({"idle_task_worker_retire_s": 0}, "args.service.idle_task_worker_retire_s", "greater than 0"),
     ({"no_such_setting": 1}, "args.service.no_such_setting", "unknown field"),
+    # a security setting is a YAML boolean only: pydantic's lax mode read the text "yes" as true (an admin key)
+    ({"api_keys": [{"id": "ops", "sha256": "a" * 64, "admin": "yes"}]}, "args.service.api_keys.0.admin",
+     "must be true or false (got 'yes'); a setting takes YAML's own true or false: write it without quotes "
+     "(key 'ops')"),
 ])
 def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, monkeypatch, capsys, request, service,
                                                                     field, words):
@@ -38,7 +42,8 @@ def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, m
     status = main(["serve", "--config", _config(tmp_path, **service), "--address", "local"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.startswith(f"tessera: error: field '{field}': ") and words in err and "(application 'mine')" in err
+    assert err.startswith(f"tessera: error: field '{field}': {tmp_path / 'config.yaml'}: ") and words in err
+    assert "(application 'mine')" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "home" / "serve").exists()  # refused before the config it runs was written
 

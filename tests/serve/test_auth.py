@@ -33,6 +33,29 @@ def test_two_ids_with_one_key_are_refused_naming_them():
     ServiceArgs(api_keys=[{"id": "alice", "sha256": digest}, {"id": "ops", "sha256": key_hash("ops-secret")}])
 
 
+@pytest.mark.parametrize("service, field, words", [
+    ({"api_keys": [{"id": "ops", "sha256": "a" * 64, "admin": "yes"}]}, "service.api_keys.0.admin",
+     "must be true or false (got 'yes'); a setting takes YAML's own true or false: write it without quotes "
+     "(key 'ops')"),
+    ({"api_keys": [{"id": "ops", "sha256": "a" * 64, "admin": 1}]}, "service.api_keys.0.admin",
+     "must be true or false (got 1) (key 'ops')"),
+    ({"allow_public_without_keys": "no"}, "service.allow_public_without_keys", "must be true or false (got 'no')"),
+    ({"allow_public_without_keys": "off"}, "service.allow_public_without_keys", "must be true or false (got 'off')"),
+    ({"limits": {"max_tasks": "8"}}, "service.limits.max_tasks", "must be a whole number (got '8'); a setting takes "
+     "YAML's own number"),
+    ({"compact_after_shards": True}, "service.compact_after_shards", "must be a whole number (got true)"),
+    ({"task_num_cpus": "1"}, "service.task_num_cpus", "must be a number (got '1')"),
+])
+def test_a_setting_takes_yaml_booleans_and_numbers_only(service, field, words):
+    """Pydantic's lax mode read ``admin: "yes"`` (quoted: the text) as true, an admin key its author may not have
+    meant, and ``"no"`` or ``1`` as booleans, ``true`` as the number 1: each is refused at the start, naming it."""
+    from serve.settings import ServeConfigError, parse_args
+
+    with pytest.raises(ServeConfigError) as err:
+        parse_args({"models": [], "service": service})
+    assert err.value.field == field and err.value.message.startswith(words), err.value.message
+
+
 def test_the_bearer_header_maps_to_the_key_id():
     keys = {key_hash("alice-secret"): "alice"}
     assert tenant_of("Bearer alice-secret", keys) == "alice"

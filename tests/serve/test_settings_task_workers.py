@@ -14,7 +14,7 @@ from serve.service_settings import IDLE_TASK_WORKER_RETIRE_S, MAX_IDLE_TASK_WORK
 
 @pytest.mark.parametrize("service, field, said", [
     ({"max_idle_task_workers": 0}, "service.max_idle_task_workers", "greater than or equal to 1"),
-    ({"max_idle_task_workers": "many"}, "service.max_idle_task_workers", "valid integer"),
+    ({"max_idle_task_workers": "many"}, "service.max_idle_task_workers", "must be a whole number (got 'many')"),
     ({"spare_task_workers": 4, "max_idle_task_workers": 2}, "service.max_idle_task_workers",
      "2 is below spare_task_workers (4)"),
     ({"idle_task_worker_retire_s": 0}, "service.idle_task_worker_retire_s", "greater than 0"),
