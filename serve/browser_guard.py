@@ -15,6 +15,9 @@ So, while no keys are configured and the HTTP proxy listens on loopback (``confi
   of a page that holds no data (the web UI, ``/docs``, ``/healthz``: ``auth.is_open``) stays open, so a link to
   the UI from another page still opens it.
 
+In either mode, a request that sends ``Host``, ``Origin`` or ``Sec-Fetch-Site`` more than once is a 400
+``duplicate_header`` naming it: the checks read one value (the last), and a proxy in front may have read another.
+
 With keys, the key is what a page cannot send (browsers never add an ``Authorization`` header on their own, and
 this service answers no CORS preflight), so nothing here applies: a service behind a proxy that keeps the public
 ``Host`` needs keys anyway (``auth.check_exposure``).
@@ -38,6 +41,9 @@ _settings = {"local_only": False}
 #: ``Sec-Fetch-Site`` values of a request the service's own page (``same-origin``) or the user (``none``: typed
 #: into the address bar, a bookmark) made.
 OWN_SITES = frozenset({"same-origin", "none"})
+#: The headers a request may send once only (a 400 naming the header otherwise, with or without keys, as the key
+#: check refuses two ``Authorization`` headers): the name as the server gets it, and as the error names it.
+ONE_EACH = {b"host": "Host", b"origin": "Origin", b"sec-fetch-site": "Sec-Fetch-Site"}
 
 
 def configure(local_only: bool) -> None:
@@ -83,10 +89,26 @@ def foreign_origin(headers: dict[bytes, bytes], scheme: str, host: str) -> str |
     return None
 
 
+def repeated_header(headers: list[tuple[bytes, bytes]]) -> tuple[str, int] | None:
+    """The first of ``ONE_EACH`` the request sends more than once, and how many times: the checks here read one value
+    (a dict of the headers keeps the last), and a proxy in front may have read another."""
+    for name, shown in ONE_EACH.items():
+        count = sum(1 for key, _ in headers if key == name)
+        if count > 1:
+            return shown, count
+    return None
+
+
 class LocalBrowsers(HttpMiddleware):
     """403 for a rebound ``Host`` or a cross-origin browser request while the service has no keys (module doc)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (twice := repeated_header(scope.get("headers") or [])) is not None:
+            name, count = twice
+            log.info("refused %s %s: %d %s headers", scope.get("method"), scope.get("path"), count, name)
+            await error_response(400, f"send one {name} header, not {count}: which one a proxy or this service read "
+                                 "would be a guess", param=name, code="duplicate_header")(scope, receive, send)
+            return
         if not _settings["local_only"] or auth.has_keys():
             await self.app(scope, receive, send)
             return

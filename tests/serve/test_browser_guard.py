@@ -74,3 +74,39 @@ def test_with_keys_the_key_decides(make_service, local_only):
                               timeout=60)
         assert answer.status_code == 200, answer.text
         assert requests.get(url + "/v1/indices", headers={"Origin": EVIL}, timeout=60).status_code == 401
+        twice = [("Host", url.removeprefix("http://"))] * 2 + [("Authorization", f"Bearer {key}")]
+        assert _sent(url, twice)[0] == 400  # one Host in either mode
+
+
+def _sent(base: str, headers: list[tuple[str, str]]) -> tuple[int, dict]:
+    """A GET of /v1/indices with ``headers`` as given, one repeated too (``requests`` sends each name once)."""
+    import http.client
+    import json
+
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.putrequest("GET", "/v1/indices", skip_host=True)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("name, values", [("Host", ["evil.example", "127.0.0.1"]),
+                                          ("Origin", [EVIL, "own"]),
+                                          ("Sec-Fetch-Site", ["cross-site", "same-origin"])])
+def test_a_header_the_guard_reads_sent_twice_is_refused_naming_it(base, name, values):
+    """The guard read the last of two ``Host`` (or ``Origin``) headers: a loopback one after a rebound name passed,
+    while a proxy in front may have read the first."""
+    port = base.rsplit(":", 1)[1]
+    own = [("Host", f"127.0.0.1:{port}")] if name != "Host" else []
+    sent = [(name, f"{value}:{port}" if name == "Host" else base if value == "own" else value) for value in values]
+    status, body = _sent(base, own + sent)
+    assert status == 400, body
+    assert (body["error"]["param"], body["error"]["code"]) == (name, "duplicate_header")
+    assert "not 2" in body["error"]["message"]
+    assert _sent(base, own + sent[-1:])[0] == 200  # the last alone is this machine's own
