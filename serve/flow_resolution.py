@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
-from operators.errors import SpecError
+from operators.errors import SpecError, one_line
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
 from serve.flow_request import Asked, with_top_k
@@ -102,8 +102,8 @@ class FlowResolution:
         if spec is None:
             saved = flow_store.saved_names(flow_owner(tenant))
             builtin = [name for name in flow_store.builtin_names() if not (search and _reads_documents(name))]
-            raise SpecError(f"no flow named '{flow}'{flow_store.did_you_mean(flow, builtin + saved)} (built-in: "
-                            f"{', '.join(builtin)}; saved: {', '.join(saved) or 'none'})", field="flow")
+            raise SpecError(f"no flow named '{one_line(flow, 60)}'{flow_store.did_you_mean(flow, builtin + saved)} "
+                            f"(built-in: {', '.join(builtin)}; saved: {', '.join(saved) or 'none'})", field="flow")
         return spec
 
     def runnable_spec(self, asked: Asked, tenant: str) -> FlowSpec:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators.errors import one_line
 from serve.errors import ApiError
 
 
@@ -28,7 +29,7 @@ def document(index: Any, name: str, doc_id: str) -> dict[str, Any]:
         metadata = [c for c in index.column_names() if c not in PASSAGE_COLUMNS and not c.startswith("_")]
         rows = index.passages_of(doc_id, ["docno", "title", "text", "chunk_index", *metadata])
     if not rows:
-        raise ApiError(404, f"index '{name}' has no document with the id '{doc_id}'", param="id",
+        raise ApiError(404, f"index '{name}' has no document with the id '{one_line(doc_id, 60)}'", param="id",
                        code="document_not_found")
     rows.sort(key=lambda row: (row.get("chunk_index") is None, row.get("chunk_index") or 0))
     first = rows[0]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from flows import store as flow_store
+from operators.errors import one_line
 from serve.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.errors import ApiError, index_refusal
 from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
@@ -335,8 +336,8 @@ class Indices:
     def named(self, name: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: the service did not make it); a 422 for a bad name."""
         if not re.fullmatch(NAME_PATTERN, name):
-            raise ApiError(422, f"index name '{name}' is not allowed: a letter or digit, then up to 63 letters, "
-                           "digits, '_', '.' or '-'", param="name", code="invalid_index_name")
+            raise ApiError(422, f"index name '{one_line(name, 60)}' is not allowed: a letter or digit, then up to 63 "
+                           "letters, digits, '_', '.' or '-'", param="name", code="invalid_index_name")
         return self.folder / name, self.service.store.index(name)
 
     def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Body, Request
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
+from operators.errors import one_line
 from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
@@ -49,7 +50,7 @@ def get_flow(name: str, request: Request) -> dict[str, Any]:
     spec = svc.current().flow_spec(name, caller)
     if spec is None:  # none, or deleted while it was read
         known = flow_store.builtin_names() + flow_store.saved_names(flow_owner(caller))
-        raise ApiError(404, f"no flow named '{name}'{flow_store.did_you_mean(name, known)}", param="name",
+        raise ApiError(404, f"no flow named '{one_line(name, 60)}'{flow_store.did_you_mean(name, known)}", param="name",
                        code="flow_not_found")
     return redacted(spec)  # a key a CLI-saved flow holds is never shown (its file keeps it)
 
@@ -84,5 +85,6 @@ def delete_flow(name: str, request: Request) -> dict[str, Any]:
         flow_store.delete(name, owner)  # a built-in one is refused: a 422 naming name
     except flow_store.FlowNotFoundError:  # none, or another request deleted it first
         hint = flow_store.did_you_mean(name, flow_store.saved_names(owner))
-        raise ApiError(404, f"no saved flow named '{name}'{hint}", param="name", code="flow_not_found") from None
+        raise ApiError(404, f"no saved flow named '{one_line(name, 60)}'{hint}", param="name",
+                       code="flow_not_found") from None
     return {"name": name, "deleted": True}

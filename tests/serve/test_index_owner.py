@@ -197,3 +197,15 @@ def test_an_owner_file_being_written_does_not_make_a_new_index_folder_foreign(tm
     [(names, foreign)] = seen
     assert len(names) == 1 and foreign == [], names  # the file being written, and nothing foreign
     assert sorted(p.name for p in folder.iterdir()) == [OWNER_FILE] and foreign_entries(folder) == []
+
+
+def test_a_long_document_id_or_index_name_is_quoted_cut_in_the_refusal(home, tmp_path):
+    """The 404 of a missing document repeated an id of any length in full (the URL's path may be megabytes), where
+    other messages cut what they quote to 60 characters."""
+    service = start(tmp_path, "tasks.db")
+    for call, status, param in ((lambda: service.indices.document("news", "d" * 5000, "alice"), 404, "id"),
+                                (lambda: service.indices.documents("n" * 5000, "alice", 0, 10), 422, "name")):
+        with pytest.raises(ApiError) as err:
+            call()
+        assert (err.value.status, err.value.param) == (status, param)
+        assert len(err.value.message) < 300 and "…'" in err.value.message, err.value.message[:200]

@@ -36,6 +36,13 @@ def test_an_unknown_flow_says_the_closest_names(base):
     deleted = requests.delete(f"{base}/flows/honey-search", timeout=30)
     assert error_of(deleted, 404, "name") == "no saved flow named 'honey-search'; did you mean 'honey_search'?"
 
+    long = "x" * 300  # quoted cut to 60 characters, as other messages quote what they were sent
+    searched = requests.post(f"{base}/v1/search", json={"flow": long, "query": "honey"}, timeout=60)
+    for answer, status in ((requests.get(f"{base}/flows/{long}", timeout=30), 404),
+                           (requests.delete(f"{base}/flows/{long}", timeout=30), 404), (searched, 422)):
+        message = error_of(answer, status, "flow" if status == 422 else "name")
+        assert f"'{'x' * 60}…'" in message and "x" * 61 not in message, message[:200]
+
     far = requests.post(f"{base}/v1/search", json={"flow": "zzzzzz", "query": "honey"}, timeout=60)
     assert "did you mean" not in error_of(far, 422, "flow") and "(built-in: " in far.text  # the list, as before
     assert "did you mean" not in error_of(requests.get(f"{base}/flows/zzzzzz", timeout=30), 404, "name")
