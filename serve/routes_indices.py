@@ -17,6 +17,7 @@ from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.errors import ApiError
 from serve.index_owner import adding_refused, read_only_names
+from serve.param_numbers import MAX_EXACT_INT
 from serve.routes_tasks import tenant
 from serve.upload_form import UPLOAD_FORM, read_upload
 
@@ -61,7 +62,8 @@ async def add_files(name: str, request: Request) -> dict[str, Any]:
 @router.get("/v1/indices/{name}/documents", summary="The documents of an index, in the order they were added: "
             "id, title, passages, metadata")
 def list_documents(name: str, request: Request,
-                   offset: int = Query(0, ge=0, description="How many documents to skip."),
+                   offset: int = Query(0, ge=0, le=MAX_EXACT_INT, description="How many documents to skip (an "
+                                       "integer JSON carries exactly: at most 2**53 - 1)."),
                    limit: int = Query(100, ge=1, le=1000, description="How many documents to list (at most 1000)."),
                    ) -> dict[str, Any]:
     from operators.store.errors import ColumnTypeConflictError

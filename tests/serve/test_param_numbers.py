@@ -41,3 +41,14 @@ def test_a_saved_flow_with_infinity_is_a_422_and_is_not_saved(notes_api):
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["param"] == "steps.f.params.k"
     assert requests.get(notes_api + "/flows/endless", timeout=60).status_code == 404
+
+
+@pytest.mark.parametrize("query, field", [(f"offset={2**53}", "offset"), (f"offset={10**30}", "offset"),
+                                          (f"limit={2**53}", "limit")])
+def test_a_documents_listing_beyond_the_exact_integers_is_a_422_naming_the_field(notes_api, query, field):
+    """An offset of 2**70 was accepted and echoed back, a number no JSON reader need take as sent."""
+    answer = requests.get(f"{notes_api}/v1/indices/notes/documents?{query}", timeout=60)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["param"] == field
+    last = requests.get(f"{notes_api}/v1/indices/notes/documents?offset={2**53 - 1}", timeout=60)
+    assert (last.status_code, last.json()["offset"], last.json()["documents"]) == (200, 2**53 - 1, [])
