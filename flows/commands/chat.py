@@ -16,11 +16,14 @@ the terminal cut a line at 4,095 characters without a word.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import re
 import signal
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
             conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
             continue
         printer, stop = _AnswerPrinter(out, spinner=interactive), _StopAnswerOnCtrlC(interactive)
-        with stop, printer, streaming_answers(printer.piece):
+        with stop, printer, streaming_answers(printer.piece), _degraded_said_once():
             meta = _ask(executor, flow, str(turn), question, conversation)
         if stop.stopped:
             out.print(("\n" if printer.sent else "") + "[dim]answer stopped (Ctrl-C); ask again, or Ctrl-D to end[/]")
@@ -251,6 +254,25 @@ def _line_editor() -> None:
         pass
 
 
+class _DegradedWarnings(logging.Filter):
+    """Drops the warning a step logs for a query it could not serve ("query 1 keeps its input: ..."): the chat says
+    it under the answer, once (the warning, then the same reason in the answer's line, said it twice)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and " keep" in record.msg and record.levelno == logging.WARNING)
+
+
+@contextlib.contextmanager
+def _degraded_said_once() -> Any:
+    """While a question is answered on screen, the steps' degraded-query warnings are left to ``finish``."""
+    logger, warnings = logging.getLogger("operators.base"), _DegradedWarnings()
+    logger.addFilter(warnings)
+    try:
+        yield
+    finally:
+        logger.removeFilter(warnings)
+
+
 class _StopAnswerOnCtrlC:
     """On a terminal, a Ctrl-C while a question is answered stops that answer (the embedded model's evaluation
     too, ``operators.llm.loading``) and the chat goes on; SIGTERM, which ``_signals`` hands to this handler,
@@ -319,17 +341,29 @@ class _AnswerPrinter:
         out, answer = self.out, str(meta.get("answer") or "").strip()
         if self.sent:  # a later label rewrote the answer (rare): the words shown stand
             out.print(escape(rest_of(answer, answer, self.sent, degraded=False)), soft_wrap=True)
+        degraded = meta.get("degraded") or {}
         if not answer:
-            reason = (meta.get("degraded") or {}).get("reason", "the flow wrote no answer")
-            out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]")
+            reason = degraded.get("reason", "the flow wrote no answer")
+            out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]", soft_wrap=True)
             return ""
         if not self.sent:
             out.print(f"[bold]answer[/]: {escape(answer)}")
         print_answer_notes(out, meta)  # as `tessera run` says them
+        if degraded:  # an earlier step failed (the follow-up's rewriting): the answer is written without it
+            out.print(f"  [yellow]step {escape(str(degraded.get('step')))} failed: "
+                      f"{escape(str(degraded.get('reason')))}[/]", soft_wrap=True)
         for reference in meta.get("references") or []:
-            out.print(f"  {escape(str(reference))}")
+            _indented(out, str(reference))
         if not meta.get("references"):
             out.print("  sources: none cited")
         if meta.get("standalone_query"):
-            out.print(f"  [dim]searched for: {escape(str(meta['standalone_query']))}[/]")
+            _indented(out, f"searched for: {meta['standalone_query']}", style="dim")
         return answer
+
+
+def _indented(out: Any, text: str, style: str = "") -> None:
+    """``text`` under the answer, its every line indented: on a narrow terminal the wrapped lines of a long source
+    or search began at the margin, as if a line of their own."""
+    lines = textwrap.wrap(text, width=max(out.width, 20), initial_indent="  ", subsequent_indent="  ",
+                          break_on_hyphens=False)
+    out.print("\n".join(lines), style=style, soft_wrap=True, markup=False, highlight=False)

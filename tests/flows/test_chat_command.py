@@ -207,3 +207,36 @@ def test_ctrl_c_at_the_prompt_ends_the_chat_on_a_line_of_its_own(fault_models, s
     proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home", check=130)
     assert proc.stdout.endswith("more)\nyou> \n") and proc.stderr == "tessera: interrupted\n", proc
     assert fault_models.bodies == []
+
+
+def test_a_failed_step_is_said_once_under_its_answer(fault_models, tmp_path, tessera, monkeypatch, caplog):
+    """The reason an answer failed was said twice: a warning line ("query 1 keeps its input: ..."), then "no answer
+    could be written (...)". A follow-up whose rewriting failed but was answered still says why, once."""
+    monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "models.yaml", num_retries=0)))
+    spec = tmp_path / "rag.yaml"
+    spec.write_text(SPEC.replace("{op: query.contextualize}", "{op: query.contextualize, params: {method: llm, "
+                                 "model: fault-error}}").replace("model: local", "model: fault-ok"))
+    fault_models.reply = "Honey bees make honey [1]."
+    with caplog.at_level("WARNING"):
+        failed = tessera("chat", str(spec), "--model", "fault-error", "--no-cache", home=tmp_path / "home",
+                         stdin="Which insects make honey?\n")
+        answered = tessera("chat", str(spec), "--no-cache", home=tmp_path / "home",
+                           stdin="Which insects make honey?\nHow do they make it?\n", cwd=tmp_path)
+    assert "keep" not in caplog.text and failed.stderr == answered.stderr == "", caplog.text
+    assert failed.stdout.count("the fault server failed on purpose") == 1, failed.stdout
+    assert "answer: no answer could be written (api: model 'fault-error'" in failed.stdout
+    said = [line.strip() for line in answered.stdout.splitlines() if "failed on purpose" in line]
+    assert len(said) == 1 and said[0].startswith("step standalone failed: api: model 'fault-error'"), answered.stdout
+
+
+def test_on_a_narrow_terminal_what_was_searched_for_wraps_with_its_indent(fault_models, spec, tmp_path, tessera):
+    """The "searched for:" line's wrapped lines began at the margin, as if lines of their own."""
+    fault_models.reply = "Honey bees make honey [1]."
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home", columns=40,
+                   stdin="Which insects make honey?\nHow do they make it?\n")
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  searched for: How do they make it?"))
+    searched = lines[start:]
+    assert len(searched) > 1 and all(line.startswith("  ") and len(line) <= 40 for line in searched), lines
+    assert " ".join(line.strip() for line in searched) == ("searched for: How do they make it? (Which insects make "
+                                                           "honey?; Honey bees make honey.)")

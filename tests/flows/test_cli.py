@@ -47,16 +47,17 @@ def tessera_process(*args: str, home: Path, module: str = "flows", check: int | 
 
 def tessera_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str, home: Path,
                        check: int | None = 0, stdin: str | None = None,
-                       cwd: Path = REPO) -> subprocess.CompletedProcess:
+                       cwd: Path = REPO, columns: int = 160) -> subprocess.CompletedProcess:
     """``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the script: in ``cwd`` (the repository),
-    ``TESSERA_HOME=home``, ``COLUMNS=160``, no ``TESSERA_DEBUG``, ``stdin`` (text, not a terminal) as standard input;
+    ``TESSERA_HOME=home``, ``COLUMNS=columns`` (160), no ``TESSERA_DEBUG``, ``stdin`` (text, not a terminal) as
+    standard input;
     returns the exit status and what was written to stdout and stderr as a ``CompletedProcess``."""
     from flows.commands import main
 
     with monkeypatch.context() as patch:
         patch.chdir(cwd)
         patch.setenv("TESSERA_HOME", str(home))
-        patch.setenv("COLUMNS", "160")
+        patch.setenv("COLUMNS", str(columns))
         patch.delenv("TESSERA_DEBUG", raising=False)
         if stdin is not None:
             patch.setattr(sys, "stdin", io.StringIO(stdin))
