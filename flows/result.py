@@ -180,11 +180,19 @@ class FlowResult:
             "description": self.description(),
             "roles": self.roles,
             "metadata": self.metadata,
-            "steps": {k: {**vars(v), "hit_ratio": v.hit_ratio} for k, v in self.steps.items()},
+            "steps": {k: _step_dict(v) for k, v in self.steps.items()},
             "timings": self.timings.summary(),
             "seconds": self.seconds,
             **({"rows": self.table.to_pylist()} if rows else {}),
         }
+
+
+def _step_dict(record: StepRecord) -> dict[str, Any]:
+    """A step for ``--json``: ``cacheable`` (whether it reads and writes the step cache) where the record says
+    ``cached``, which beside ``hits: 0`` read as "served from the cache"; ``hits`` of ``units`` say what was."""
+    fields = vars(record).copy()
+    cacheable = fields.pop("cached")
+    return {**fields, "cacheable": cacheable, "hit_ratio": record.hit_ratio}
 
 
 def counted(n: int, one: str, many: str | None = None) -> str:

@@ -408,3 +408,14 @@ def test_cache_explain_takes_the_index_the_run_had(home, sample_index, tessera):
     assert bm25["changed"] is False and bm25["last_run"] == {"units": 1, "hits": 0}
     without = tessera("cache", "explain", "bm25", home=home).stdout  # no index: say why the keys differ
     assert "pass the same --index" in without and "changed since the last run" not in without
+
+
+def test_run_json_says_a_step_is_cacheable_not_cached(home, tmp_path, tessera):
+    """A step showed ``cached: true`` beside ``hits: 0``: ``cached`` meant that the step uses the cache, and read as
+    "served from it". It is ``cacheable``; ``hits`` of ``units`` say what the cache served."""
+    spec = tmp_path / "small.yaml"
+    spec.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
+    runs = [json.loads(tessera("run", str(spec), "-q", "honey bees", "--json", "--quiet", "--cache-dir",
+                               str(tmp_path / "cache"), home=home).stdout)["steps"]["bm25"] for _ in range(2)]
+    assert [(step["cacheable"], step["hits"], step["units"]) for step in runs] == [(True, 0, 1), (True, 1, 1)]
+    assert all("cached" not in step for step in runs)
