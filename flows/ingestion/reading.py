@@ -4,6 +4,7 @@ as a ``Failure`` (``flows.ingestion.records``) and each repeated id as one (``fl
 from __future__ import annotations
 
 import logging
+import re
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -68,15 +69,49 @@ class ReadCount:
         self.told = max(self.told, self.count)
 
 
-def log_failure(failure: Failure, logged: int, skip: frozenset[str], said: set[str]) -> int:
+class Said(set):
+    """What a run logged, said once though a sync reads the source again: messages and failure ids; and what is said
+    in one line at the end (``log_rest``): the unreadable records past the first lines, each file's repeated ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines, self.unlogged = 0, 0
+        self.repeats: dict[str, list[Failure]] = {}
+
+
+def log_failure(failure: Failure, logged: int, skip: frozenset[str], said: Said) -> int:
     """Log an unreadable record (the first ``LOGGED_FAILURES`` of a run) with its file and line, unless ``said``
-    (the ids logged before in the run) has it; 1 if it is new (not one a finished shard recorded), else 0."""
+    (the ids logged before in the run) has it; a repeated id is kept for its file's one line (50 copies were 50
+    lines). 1 if it is new (not one a finished shard recorded), else 0."""
     if failure.id in skip:
         return 0
-    if logged < LOGGED_FAILURES and failure.id not in said:
+    if failure.id not in said and failure.error.startswith("duplicate id "):
+        said.repeats.setdefault(failure.path or "the source", []).append(failure)
+    elif failure.id not in said and said.lines < LOGGED_FAILURES:
         log.warning("left out: %s", failure.described())
+        said.lines += 1
+    elif failure.id not in said:
+        said.unlogged += 1
     said.add(failure.id)
     return 1
+
+
+def log_rest(said: Said) -> None:
+    """After the source is read: how many unreadable records got no line, and one line per file of its repeated
+    ids, with the first few (each copy is in ``failures.jsonl`` with its file and line)."""
+    if said.unlogged:
+        log.warning("... and %d more", said.unlogged)
+    for path, copies in said.repeats.items():
+        shown = ", ".join(_repeated_id(f) + (f" at line {f.line}" if f.line else "") for f in copies[:3])
+        log.warning("left out: %s repeats %d id(s) of documents before them (%s%s): the first copy of each is "
+                    "kept", path, len(copies), shown, ", ..." if len(copies) > 3 else "")
+    said.unlogged, said.repeats = 0, {}
+
+
+def _repeated_id(failure: Failure) -> str:
+    """The id a copy repeats: its ``doc_id``, or for a line (which has none) the id its error names."""
+    found = re.match(r"duplicate id (.*?)(?: \([^()]*\))?, first at ", failure.error)
+    return failure.doc_id or (found.group(1) if found else "?")
 
 
 def log_notes(notes: dict[str, list[str]], documents: pa.Table, said: set[str]) -> None:

@@ -22,7 +22,7 @@ since. Ids repeated within the source: ``flows.ingestion.duplicates``.
 
 A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes a ledger entry
 naming its file and line instead of an error that stops the run (``flows.ingestion.records``), and is logged as a
-warning (the first ``LOGGED_FAILURES``).
+warning (the first ``LOGGED_FAILURES``; repeated ids in one line per file).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceCha
 from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, follow_advice,
                                         ordered_fingerprint, source_files)
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure, log_notes
+from flows.ingestion.reading import ReadCount, Said, iter_documents, log_failure, log_notes, log_rest
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
 from flows.ingestion.staged_whole import staged_whole
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
@@ -184,7 +184,7 @@ class Stager:
         if self.generations.syncing and not sync:
             log.warning("the last sync of this source was cut short: it goes on (the source is followed as with "
                         "sync=True, and the documents it no longer has are deleted at the end)")
-        self._logged: set[str] = set()  # unreadable records and file warnings logged: a sync's reading again, once
+        self._logged = Said()  # unreadable records and file warnings logged: a sync's reading again, once
         self._notes: dict[str, list[str]] = {}  # a file's warnings, logged when its documents are staged (_close)
         self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
         self.retiring_ids: set[str] = set()  # with sync: those of the documents of the shards it retires
@@ -328,8 +328,8 @@ class Stager:
             log.warning("%s: field(s) %s are left out: they are named as columns the ingest or a search writes "
                         "itself (%s), which would replace them; rename them in the source to keep them", where,
                         ", ".join(sorted(owned)), LEFT_OUT_RULE)
-        if failed > LOGGED_FAILURES:
-            log.warning("... and %d more", failed - LOGGED_FAILURES)
+        if failed:  # the records past the first lines, each file's repeated ids: a line each
+            log_rest(self._logged)
         if failed:
             log.warning("%d record(s) of the source are left out, %s; each is in the index's failures.jsonl with its "
                         f"file and line, or the file alone ({RETRY_ADVICE})", failed, "the rest goes on" if any(

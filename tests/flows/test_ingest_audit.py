@@ -36,6 +36,22 @@ def _open(index: Path):
     return Ledger(index).open_failures(Index.open(index).finished_shards())
 
 
+def test_repeated_ids_are_one_warning_line_per_file_and_each_copy_stays_in_the_ledger(tmp_path, caplog):
+    """50 copies of ids were 10 lines, "... and 40 more" and the count: one line per file now, with the count and
+    the first few ids; an unreadable line still has its own line, and each copy is in failures.jsonl."""
+    source = tmp_path / "dupes.jsonl"
+    source.write_text("".join(_doc(f"d{i}") for i in range(3)) + "".join(_doc(f"d{i % 3}", "copy") for i in range(12))
+                      + "not json\n")
+    with caplog.at_level("WARNING", logger="tessera.ingest"):
+        report = _ingest(source, tmp_path / "idx", shard_size=4)
+    lines = [r.getMessage() for r in caplog.records]
+    assert report.open_failures == 13 and len(_open(tmp_path / "idx")) == 13
+    assert sum("duplicate id" in line or "repeats" in line for line in lines) == 1, lines
+    assert f"left out: {source} repeats 12 id(s) of documents before them (d0 at line 4, d1 at line 5, d2 at line " \
+           "6, ...): the first copy of each is kept" in lines
+    assert any(line.startswith(f"left out: {source}, line 16") for line in lines) and "more" not in " ".join(lines)
+
+
 @pytest.mark.parametrize("shard_size", [5000, 2])
 def test_a_repeated_id_goes_to_the_ledger_and_the_rest_is_ingested(tmp_path, shard_size):
     source = tmp_path / "dupes.jsonl"

@@ -183,7 +183,8 @@ def test_a_repeated_corpus_id_is_said_in_the_benchmarks_words(tmp_path, bench, c
                                  "--json")
     assert status == 0, err
     said = caplog.text
-    assert "duplicate id d1" in said and "fix them in the corpus: the next benchmark builds its index again" in said
+    assert "repeats 1 id(s) of documents before them (d1 at line" in said
+    assert "fix them in the corpus: the next benchmark builds its index again" in said
     assert "retry_failed" not in said and "counts as not found" not in err
     repeats = f"{root / 'corpus.jsonl'} repeats 1 document id(s) (such as 'd1'): the index holds the first copy"
     assert repeats in err and repeats in " ".join(json.loads((tmp_path / "out" / "bench.json").read_text())["warnings"])
