@@ -23,6 +23,14 @@ LABELS = {"nDCG": "nDCG", "RR": "MRR", "AP": "MAP", "P": "P", "R": "Recall", "F1
           "PerfectRecall": "Perfect recall"}
 
 
+def column_label(measure: str, between: str = " ") -> str:
+    """``MRR@10`` for ``RR@10``, with the name that bench.json, metrics.json and the CSVs give it (ir-measures')
+    after ``between`` where the two differ: the table's number is found in the files by that name."""
+    kind, at, cutoff = measure.partition("@")
+    label = f"{LABELS.get(kind, kind)}{at}{cutoff}"
+    return label if label == measure else f"{label}{between}({measure})"
+
+
 def headline_k(ks: list[int]) -> int:
     return 10 if 10 in ks else max(ks)
 
@@ -75,7 +83,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
              f"## Results at k={k}", "",
              "Mean [95% CI]. " + marks_legend(result), ""]
     kinds = metrics.KINDS
-    lines.append("| flow | " + " | ".join(f"{LABELS[x]}@{k}" for x in kinds) + " |")
+    lines.append("| flow | " + " | ".join(column_label(f"{x}@{k}") for x in kinds) + " |")
     lines.append("|---|" + "---|" * len(kinds))
     for flow in result.flows:
         cells = []

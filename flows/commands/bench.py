@@ -160,16 +160,15 @@ def _print_summary(result) -> None:
     from rich.table import Table
 
     from flows.bench.metrics import KINDS
-    from flows.bench.report import LABELS, headline_k, marks_legend, significance_mark
+    from flows.bench.report import column_label, headline_k, marks_legend, significance_mark
 
     k = headline_k(result.ks)
     table = Table(title=f"{result.dataset.name} ({result.dataset.split}), {len(result.dataset.qids)} queries, k={k}",
                   title_justify="left")
     table.add_column("flow")
     measures = [f"{kind}@{k}" for kind in KINDS] + [m for m in result.measures if "@" not in m]
-    for m in measures:
-        kind, at, cutoff = m.partition("@")
-        table.add_column(f"{LABELS.get(kind, kind)}{at}{cutoff}", justify="right")
+    for m in measures:  # the files' name under the table's where they differ (RR@10 under MRR@10)
+        table.add_column(column_label(m, between="\n"), justify="right")
     table.add_column("run")
     for flow, fr in result.flows.items():
         summaries = result.summaries[flow]

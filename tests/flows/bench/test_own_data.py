@@ -234,3 +234,20 @@ def test_a_ctrl_c_after_a_flow_says_the_command_that_resumes_from_its_saved_run(
                                           f"{resume}\n"), err
     status, _, err = bench(*args)
     assert status == 0 and "bm25: cached run" in err and "again: ran in" in err, err
+
+
+def test_the_tables_measures_are_found_in_the_files_by_the_name_under_them(tmp_path, bench):
+    """The table said MRR@10, MAP@10 and Recall@10, bench.json and the CSVs RR@10, AP@10 and R@10 (ir-measures'):
+    a user looking for the table's number in the files found no such name. The files' name is under the table's."""
+    root = write_dataset(tmp_path / "d", BEIR)
+    status, out, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow")
+    assert status == 0, err
+    header = [line for line in out.splitlines() if "MRR@10" in line or "RR@10" in line]
+    assert len(header) == 2 and "MRR@10" in header[0] and "(RR@10)" in header[1] and "(AP@10)" in header[1], out
+    row = next(line for line in out.splitlines() if line.startswith("│ bm25"))
+    columns = [cell.strip() for cell in header[1].split("┃")]
+    means = json.loads((tmp_path / "out" / "metrics.json").read_text())["bm25"]
+    for name in ("RR@10", "AP@10", "R@10"):
+        assert row.split("│")[columns.index(f"({name})")].strip() == f"{means[name]:.4f}"
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| MRR@10 (RR@10) |" in report and "| Recall@10 (R@10) |" in report
