@@ -60,11 +60,14 @@ def short_span(reply: str, query: str) -> str:
     model wrote a sentence anyway, only the stretch between its first and last word that the question lacks.
 
     "The county population of 9,984 is" asked about a county's population gives "9,984"; a reply made only of
-    the question's words is kept as it is (there is nothing better to take).
+    the question's words is kept as it is (there is nothing better to take). The question's words count by their
+    stem ("makes" is the question's "make"), and the span does not stop mid-phrase (``_phrase_end``): "Bees are
+    insects that makes honey." asked "Which insects produce honey?" gives the whole clause, not "... that makes".
     """
     from operators.bm25s_import import load_bm25s
 
     load_bm25s()
+    import Stemmer
     from bm25s.stopwords import STOPWORDS_EN
 
     line = next((ln for ln in reply.splitlines() if ln.strip()), "")
@@ -72,8 +75,12 @@ def short_span(reply: str, query: str) -> str:
     words = list(_TOKEN.finditer(line))
     if len(words) <= 3:
         return line
-    known = {w.lower() for w in _TOKEN.findall(query)} | set(STOPWORDS_EN)
-    new = [w for w in words if w[0][0].isalnum() and w[0].lower() not in known]
+    asked = {w.lower() for w in _TOKEN.findall(query)}
+    known = asked | set(STOPWORDS_EN)
+    stem = Stemmer.Stemmer("english").stemWord  # one per call: a stemmer is not thread-safe
+    stems = {stem(w) for w in asked}  # a name's words are not inflected: "United States" where "State" was asked
+    new = [w for w in words if w[0][0].isalnum() and w[0].lower() not in known
+           and (w[0][:1].isupper() or stem(w[0]) not in stems)]
     if not new:
         return line
     first = words.index(new[0])
@@ -81,8 +88,51 @@ def short_span(reply: str, query: str) -> str:
         first -= 1                                                   # metrics drop articles, readers do not
     if first > 0 and _title_starts_before(words, first, known):  # "To Kill a Mockingbird", not "Kill a ..."
         first -= 1
-    last = _name_after(line, words, words.index(new[-1]), set(STOPWORDS_EN))
+    last = _phrase_end(words, first, _name_after(line, words, words.index(new[-1]), set(STOPWORDS_EN)))
     return line[words[first].start():words[last].end()].strip(" ,;:")
+
+
+#: How many words a span that stops mid-clause may grow by to reach the clause's end ("that makes" + "honey").
+_CLAUSE_REST = 3
+_CLOSING = {")", "]", "\"", "”", "’"}
+
+
+def _phrase_end(words: list[re.Match], first: int, last: int) -> int:
+    """Where a span that would end at ``words[last]`` ends so that it does not read as cut off: there, when it ends
+    whole (``_ends_whole``); else at the end of its clause, when that is at most ``_CLAUSE_REST`` words on and whole
+    ("that makes" -> "that makes honey"); else at the last place within it where a clause ends ("Eenasul Fateh (DJ)
+    was a Bangladeshi-British cultural ..." -> "Eenasul Fateh (DJ)"), or a name or number ends ("Bees are a type of
+    ..." -> "Bees"); else at the clause's end all the same, where it is whole (not where ``max_tokens`` cut the
+    line). Token F1 pays a word or two of the question for the first; the reader would otherwise see an answer cut
+    mid-phrase that no ``answer_cut`` flags."""
+    if _ends_whole(words, last):
+        return last
+    end = last
+    while end + 1 < len(words) and words[end + 1][0][0].isalnum():
+        end += 1
+    whole = _ends_whole(words, end)  # not when max_tokens cut the line there: "Colisée, which is a"
+    if whole and end - last <= _CLAUSE_REST:
+        return end
+    within = range(last - 1, first - 1, -1)
+    return next((i for i in within if _ends_whole(words, i, clause_only=True)),
+                next((i for i in within if _ends_whole(words, i)), end if whole else last))
+
+
+def _ends_whole(words: list[re.Match], i: int, clause_only: bool = False) -> bool:
+    """Whether a span can end at ``words[i]`` without reading as cut: its clause ends there (punctuation or the end
+    of the line follow, or it is a closing bracket or quote), or, unless ``clause_only``, it is a name or a number
+    ("Bees", "1969": capitalised or with a digit) that is not a function word ("In", "The", "Which"); a lowercase
+    word followed by more of its clause ("makes", "of", "that") leaves it dangling."""
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    word = words[i][0]
+    if word in _CLOSING:
+        return True
+    if not word[0].isalnum() or word.lower() in STOPWORDS_EN_PLUS:
+        return False
+    if i + 1 == len(words) or not words[i + 1][0][0].isalnum():
+        return True
+    return not clause_only and (word[:1].isupper() or any(c.isdigit() for c in word))
 
 
 def _name_after(line: str, words: list[re.Match], last: int, small: set[str]) -> int:

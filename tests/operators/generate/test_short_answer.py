@@ -34,14 +34,41 @@ def test_short_span(reply, expected):
 
 @pytest.mark.parametrize("reply, expected", [
     # the demo's question: the name after a lowercase last word is what that word qualifies, and stays (it went:
-    # "... regions of northern")
+    # "... regions of northern"); "originated" is the question's "originate"
     ("The Gothic architecture originated in the Île-de-France and Picardy regions of northern France.",
-     "originated in the Île-de-France and Picardy regions of northern France"),
+     "the Île-de-France and Picardy regions of northern France"),
     ("It began in the north, France", "began in the north"),  # a comma between: the name is not the word's
     ("Gothic architecture began in the Paris Basin of France", "began in the Paris Basin"),  # after a name: cut
 ])
 def test_a_span_keeps_the_name_its_last_word_qualifies(reply, expected):
     assert short_span(reply, "In which region of France did Gothic architecture originate?") == expected
+
+
+@pytest.mark.parametrize("reply, question, expected", [
+    # the web UI showed "Bees are insects that makes": the span stopped at the last word the question lacked
+    ("Bees are insects that makes honey.", "Which insects produce honey?", "Bees are insects that makes honey"),
+    ("Bees are insects that makes honey.", "Which insects make honey?", "Bees"),  # "makes" is the question's "make"
+    # the clause's end is far: back to a name within the span ("Paris is the city where" before)
+    ("Paris is the city where the painter of the portrait was living", "In which city was the painter of the "
+     "portrait living?", "Paris"),
+    # no name to go back to: the clause's end all the same ("delegates from" before)
+    ("The treaty was signed by delegates from the two countries that fought the war",
+     "Who signed the treaty between the two countries that fought the war?",
+     "delegates from the two countries that fought the war"),
+    # a verb the question's words follow ("... that owns" before)
+    ("It was founded in 1969 by the company that owns the station", "When was the station founded?",
+     "1969 by the company that owns the station"),
+    # max_tokens cut the line mid-clause: back to where the clause ended ("Colisée, which" before)
+    ("The Lewiston Maineiacs played their home games at the Androscoggin Bank Colisée, which is a",
+     "The arena where the Lewiston Maineiacs played their home games can seat how many people?",
+     "the Androscoggin Bank Colisée"),
+    # a name's words count by their form, not their stem: "States" is not the question's "State"
+    ("The country that has a population of 8 inhabitants is the United States.",
+     "Brown State Fishing Lake is in a country that has a population of how many inhabitants ?",
+     "8 inhabitants is the United States"),
+])
+def test_a_span_does_not_end_mid_phrase(reply, question, expected):
+    assert short_span(reply, question) == expected
 
 
 @pytest.mark.parametrize("style", ["sentences", "short"])
