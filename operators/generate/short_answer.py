@@ -123,6 +123,9 @@ def _ends_whole(words: list[re.Match], i: int, clause_only: bool = False) -> boo
     of the line follow, or it is a closing bracket or quote), or, unless ``clause_only``, it is a name or a number
     ("Bees", "1969": capitalised or with a digit) that is not a function word ("In", "The", "Which"); a lowercase
     word followed by more of its clause ("makes", "of", "that") leaves it dangling."""
+    from operators.bm25s_import import load_bm25s
+
+    load_bm25s()  # bm25s without jax, as everywhere (short_span has loaded it: a dictionary lookup)
     from bm25s.stopwords import STOPWORDS_EN_PLUS
 
     word = words[i][0]

@@ -104,8 +104,9 @@ def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tm
     proc = tessera("chat", "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
                    stdin="Which insects make honey?\n", cwd=checkout)
     assert proc.stdout.splitlines()[0].startswith("rag over .tessera/indices/sample: ask a question"), proc.stdout
-    # rag answers in the short style: the reply's words that the question lacks, and the document holding them
-    assert "answer: bees\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
+    # rag answers in the short style: from the reply's first word the question lacks to the end of its clause (a span
+    # ending on "bees" would leave "make honey" dangling), and the document holding them
+    assert "answer: bees make honey\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
     missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
     assert f"without it, chat reads make demo's, .tessera/indices/sample, which is not in {tmp_path}" in missing.stderr
