@@ -40,6 +40,7 @@ def test_the_reranker_takes_the_fast_path_and_gives_predicts_logits(untrained_ce
     np.testing.assert_allclose(op._predict(pairs), expected.reshape(-1), atol=1e-5)
 
 
+@pytest.mark.integration  # the untrained cross-encoder is built with torch
 def test_pairs_are_tokenized_as_the_models_own_tokenizer_does(untrained_ce, pairs):
     from operators.models.cross_encoders import load_cross_encoder
 
