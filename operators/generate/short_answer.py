@@ -68,7 +68,7 @@ def short_span(reply: str, query: str) -> str:
 
     load_bm25s()
     import Stemmer
-    from bm25s.stopwords import STOPWORDS_EN
+    from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
 
     line = next((ln for ln in reply.splitlines() if ln.strip()), "")
     line = _LEAD.sub("", re.sub(r"\[[\d,\s\-]*\]", " ", line)).strip(" \t.;:*\"'")
@@ -88,7 +88,8 @@ def short_span(reply: str, query: str) -> str:
         first -= 1                                                   # metrics drop articles, readers do not
     if first > 0 and _title_starts_before(words, first, known):  # "To Kill a Mockingbird", not "Kill a ..."
         first -= 1
-    last = _phrase_end(words, first, _name_after(line, words, words.index(new[-1]), set(STOPWORDS_EN)))
+    last = _phrase_end(words, first, _name_after(line, words, words.index(new[-1]), set(STOPWORDS_EN)),
+                       frozenset(STOPWORDS_EN_PLUS))
     return line[words[first].start():words[last].end()].strip(" ,;:")
 
 
@@ -97,7 +98,7 @@ _CLAUSE_REST = 3
 _CLOSING = {")", "]", "\"", "”", "’"}
 
 
-def _phrase_end(words: list[re.Match], first: int, last: int) -> int:
+def _phrase_end(words: list[re.Match], first: int, last: int, function_words: frozenset[str]) -> int:
     """Where a span that would end at ``words[last]`` ends so that it does not read as cut off: there, when it ends
     whole (``_ends_whole``); else at the end of its clause, when that is at most ``_CLAUSE_REST`` words on and whole
     ("that makes" -> "that makes honey"); else at the last place within it where a clause ends ("Eenasul Fateh (DJ)
@@ -105,33 +106,29 @@ def _phrase_end(words: list[re.Match], first: int, last: int) -> int:
     ..." -> "Bees"); else at the clause's end all the same, where it is whole (not where ``max_tokens`` cut the
     line). Token F1 pays a word or two of the question for the first; the reader would otherwise see an answer cut
     mid-phrase that no ``answer_cut`` flags."""
-    if _ends_whole(words, last):
+    if _ends_whole(words, last, function_words):
         return last
     end = last
     while end + 1 < len(words) and words[end + 1][0][0].isalnum():
         end += 1
-    whole = _ends_whole(words, end)  # not when max_tokens cut the line there: "Colisée, which is a"
+    whole = _ends_whole(words, end, function_words)  # not when max_tokens cut the line there: "Colisée, which is a"
     if whole and end - last <= _CLAUSE_REST:
         return end
     within = range(last - 1, first - 1, -1)
-    return next((i for i in within if _ends_whole(words, i, clause_only=True)),
-                next((i for i in within if _ends_whole(words, i)), end if whole else last))
+    return next((i for i in within if _ends_whole(words, i, function_words, clause_only=True)),
+                next((i for i in within if _ends_whole(words, i, function_words)), end if whole else last))
 
 
-def _ends_whole(words: list[re.Match], i: int, clause_only: bool = False) -> bool:
+def _ends_whole(words: list[re.Match], i: int, function_words: frozenset[str], clause_only: bool = False) -> bool:
     """Whether a span can end at ``words[i]`` without reading as cut: its clause ends there (punctuation or the end
     of the line follow, or it is a closing bracket or quote), or, unless ``clause_only``, it is a name or a number
     ("Bees", "1969": capitalised or with a digit) that is not a function word ("In", "The", "Which"); a lowercase
-    word followed by more of its clause ("makes", "of", "that") leaves it dangling."""
-    from operators.bm25s_import import load_bm25s
-
-    load_bm25s()  # bm25s without jax, as everywhere (short_span has loaded it: a dictionary lookup)
-    from bm25s.stopwords import STOPWORDS_EN_PLUS
-
+    word followed by more of its clause ("makes", "of", "that") leaves it dangling. ``function_words``: bm25s's
+    longer English stopword list, which ``short_span`` imported."""
     word = words[i][0]
     if word in _CLOSING:
         return True
-    if not word[0].isalnum() or word.lower() in STOPWORDS_EN_PLUS:
+    if not word[0].isalnum() or word.lower() in function_words:
         return False
     if i + 1 == len(words) or not words[i + 1][0][0].isalnum():
         return True
