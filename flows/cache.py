@@ -204,7 +204,10 @@ class StepCache:
             if file:
                 if file not in tables and file not in broken:
                     try:
-                        tables[file] = pa.ipc.open_file(pa.memory_map(str(self.root / "data" / file))).read_all()
+                        # closed here, not when the last reference goes: pyarrow's I/O threads can hold the file a
+                        # moment after read_all returns. The rows stay readable (the mapping lives with them)
+                        with pa.memory_map(str(self.root / "data" / file)) as source:
+                            tables[file] = pa.ipc.open_file(source).read_all()
                     except (OSError, pa.ArrowInvalid):
                         broken.add(file)  # removed or damaged: a miss
                 if file in broken:
