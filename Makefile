@@ -111,8 +111,9 @@ test-all: $(VENV)/.installed-test
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --durations=15
 
 # Markers (pyproject.toml, docs/testing.md): ray starts Ray, data reads ../shared/data, slow takes more than a few
-# seconds, integration runs a workflow end to end on real models; tests/conftest.py fails a test that does one of
-# these without its marker. One worker per core and one more (pytest-xdist): while a worker waits (a test's child
+# seconds, integration runs a workflow end to end on real models, process starts a program (a `tessera` or Python
+# process: a third of this run's CPU went to 86 such tests' children, 2026-12-07); tests/conftest.py fails a test
+# that does one of these without its marker. One worker per core and one more (pytest-xdist): while a worker waits (a test's child
 # process starting, a sleep, a socket's timeout, litellm's retry back-off), the others keep the cores busy: 102.5 s
 # and 101.7 s with 3 workers against 111.5 s with 2, run alternately on 2 cores (2026-12-06). A worker that runs out
 # of tests takes some of another's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against
@@ -131,7 +132,7 @@ FAST_TMP = $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 2097152 {
 test-fast: $(VENV)/.installed-test
 	tmp=$$(mktemp -d $(FAST_TMP)) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(TEST_ENV) TMPDIR="$$tmp" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --basetemp="$$tmp/tmp" \
-	  -o tmp_path_retention_policy=failed -n $(FAST_WORKERS) --dist worksteal -m "not ray and not data and not slow and not integration and not network" \
+	  -o tmp_path_retention_policy=failed -n $(FAST_WORKERS) --dist worksteal -m "not ray and not data and not slow and not integration and not process and not network" \
 	  --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.

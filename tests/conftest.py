@@ -62,10 +62,27 @@ _data_reads: list[str] = []  # files under ../shared/data opened while a test no
 _watching_data = False
 
 
+# Processes that start a program of their own (Python, `tessera`, a shell, Postgres): each costs make test-fast 0.5-4
+# CPU-seconds, where a unit test costs 0.03 on average (2026-12-07: 126 such tests, a third of its CPU). A bare
+# `os.fork` (a pid that is soon dead, a writer killed mid-write) runs no imports, and git and rsync (the packaging
+# checks, a benchmark's commit) take milliseconds: those are left out.
+_process_count = 0  # such processes this process started (audit events), and what the latest ran
+_last_process = ""
+_PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.exec", "os.spawn", "pty.spawn"})
+_CHEAP_PROGRAMS = frozenset({"git", "rsync"})
+
+
 def _audit(event: str, args: tuple) -> None:
-    """Python's audit events (``open``, directory listings), kept on for the whole session: a test not marked
-    ``data`` that reads ../shared/data in-process is noted. Cheap: a path is resolved only when it names
-    ``shared``."""
+    """Python's audit events (``open``, directory listings, a process started), kept on for the whole session: a
+    test not marked ``data`` that reads ../shared/data in-process is noted, and so is every process started. Cheap: a
+    path is resolved only when it names ``shared``."""
+    global _process_count, _last_process
+    if event in _PROCESS_EVENTS:
+        command = args[1] if event == "subprocess.Popen" else event
+        words = [str(word) for word in command] if isinstance(command, (list, tuple)) else [str(command)]
+        if os.path.basename(words[0]) not in _CHEAP_PROGRAMS:
+            _process_count += 1
+            _last_process = " ".join(words)
     if _watching_data and event in ("open", "os.listdir", "os.scandir") and args:
         path = args[0]
         if isinstance(path, os.PathLike):
@@ -144,7 +161,9 @@ class _AfterTorchLoads(importlib.abc.MetaPathFinder):
 
 if "torch.nn.modules.module" not in sys.modules:
     sys.meta_path.insert(0, _AfterTorchLoads())
-_OUT_OF_THE_INNER_LOOP = {"integration", "ray", "data", "slow"}  # the markers make test-fast leaves out
+_OUT_OF_THE_INNER_LOOP = {"integration", "ray", "data", "slow", "process"}  # the markers make test-fast leaves out
+_PROCESSES_BEFORE = pytest.StashKey[int]()
+_PROCESSES_AFTER_CALL = pytest.StashKey[int]()
 _GENERATIONS_BEFORE = pytest.StashKey[int]()
 _TORCH_IN_CALL = pytest.StashKey[bool]()
 
@@ -199,6 +218,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if "sample_workspace" in item.fixturenames and not _OUT_OF_THE_INNER_LOOP & markers:
         pytest.fail(f"{item.nodeid} uses the ingested sample index: mark it `integration`", pytrace=False)
     item.stash[_GENERATIONS_BEFORE] = _embedded_generations
+    item.stash[_PROCESSES_BEFORE] = _process_count
     item.stash[_RAY_BEFORE] = _ray_initialised()
     _data_reads.clear()
     _watching_data = "data" not in markers
@@ -213,6 +233,7 @@ def pytest_runtest_call(item: pytest.Item):
     _arm_torch_check()
     yield
     item.stash[_TORCH_IN_CALL] = _torch_ran
+    item.stash[_PROCESSES_AFTER_CALL] = _process_count  # not at teardown, where a session fixture's server stops
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -234,6 +255,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         problems.append("the embedded LLM wrote text in it: mark it `integration`")
     if in_the_inner_loop and item.stash.get(_TORCH_IN_CALL, False):
         problems.append("a torch model ran in it: mark it `integration`")
+    if in_the_inner_loop and item.stash.get(_PROCESSES_AFTER_CALL, 0) > item.stash.get(_PROCESSES_BEFORE, 1 << 62):
+        problems.append(f"it started a process ({_last_process[:120]}): mark it `process`")
     _watching_data = False
     _data_reads.clear()
     if problems and report.passed:

@@ -65,3 +65,58 @@ def test_a_test_whose_body_calls_a_torch_model_fails_unless_kept_out_of_the_inne
     assert flagged == {"test_runs_a_model_unmarked", "test_runs_a_model_unmarked_after_the_check_fired_once"}, \
         run.stdout[-3000:]
     assert "5 passed, 2 errors" in run.stdout, run.stdout[-3000:]  # the two fail after their body, at teardown
+
+
+PROCESS_TESTS = '''
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def server():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield child
+    child.kill()  # at the session's end, in the last test's teardown
+    child.wait()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+def test_starts_python_unmarked():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+@pytest.mark.process
+def test_starts_python_marked(server):
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+def test_forks_a_child_that_exits():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def test_asks_git():
+    subprocess.run(["git", "--version"], capture_output=True, check=True)
+
+
+def test_last_and_unmarked():
+    pass
+'''
+
+
+@pytest.mark.process
+def test_a_test_that_starts_a_program_fails_unless_marked_process(tmp_path):
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_processes.py").write_text(PROCESS_TESTS)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
+                          "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_processes.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    flagged = set(re.findall(r"^test_processes\.py::(\w+): it started a process \(.*\): mark it `process`$",
+                             run.stdout, re.MULTILINE))
+    assert flagged == {"test_starts_python_unmarked"}, run.stdout[-3000:]
+    assert "5 passed, 1 error" in run.stdout, run.stdout[-3000:]

@@ -42,6 +42,7 @@ def test_same_seed_same_file_and_a_smaller_count_is_a_prefix(shared_data, tmp_pa
 
 
 @pytest.mark.parametrize("unbuffered", [True, False])
+@pytest.mark.process
 def test_a_reader_that_stops_early_ends_it_quietly(tmp_path, unbuffered):
     """``build_scale_corpus.py | head -1`` wrote the corpus, then ended with a BrokenPipeError traceback (status 1)
     as it printed its summary; buffered, the error came at exit. Now: status 0, nothing on stderr."""

@@ -45,6 +45,7 @@ def scale(monkeypatch, capsys):
     return run
 
 
+@pytest.mark.process
 def test_count_limits_the_documents_read_from_corpus(tmp_path, scale):
     """``--count 7 --corpus FILE`` ingested the whole file (30 documents) and reported 7."""
     corpus = tmp_path / "corpus.jsonl"

@@ -24,18 +24,21 @@ def script(name: str, *args: str) -> subprocess.CompletedProcess:
     ("query_batches.py", ["--repeat", "0"], "--repeat must be at least 1, got 0"),
     ("trec_writer.py", ["--queries", "0"], "--queries must be at least 1, got 0"),
 ])
+@pytest.mark.process
 def test_a_size_of_zero_or_less_is_refused_in_one_line(name, args, says):
     done = script(name, *args)
     assert done.returncode == 2 and done.stderr.strip().endswith(f"{name}: error: {says}"), done.stderr
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.process
 def test_an_index_that_is_not_there_is_one_line_not_a_traceback(tmp_path):
     done = script("document_listing.py", "--index", str(tmp_path / "nowhere"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().startswith(f"document_listing.py: error: no index at {tmp_path / 'nowhere'}")
 
 
+@pytest.mark.process
 def test_help_prints_the_usage_and_runs_nothing():
     done = script("dimensions_tricky.py", "--help")
     assert done.returncode == 0 and done.stdout.startswith("usage: dimensions_tricky.py"), done.stdout

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 TESTS = """
@@ -35,6 +37,7 @@ def _rows(output: str) -> dict[str, tuple[float, float, float]]:
     return {name: (float(wait), float(wall), float(cpu)) for wait, wall, cpu, name in found}
 
 
+@pytest.mark.process
 def test_a_sleep_is_a_wait_and_work_in_the_test_or_its_child_is_not(tmp_path):
     (tmp_path / "test_three.py").write_text(TESTS)
     done = subprocess.run(

@@ -236,6 +236,7 @@ print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in writers])
 """
 
 
+@pytest.mark.process
 def test_parallel_writers_lose_nothing(tmp_path):
     root = str(tmp_path / "shared")
     done = subprocess.run([sys.executable, "-c", WRITERS, root], capture_output=True, text=True, timeout=120)

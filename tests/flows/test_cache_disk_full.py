@@ -28,6 +28,7 @@ print(json.dumps({"same": cached.equals(plain), "rows": cached.num_rows}))
 """
 
 
+@pytest.mark.process
 def test_a_cache_the_disk_refuses_leaves_the_run_whole_and_says_so(bm25_index, tmp_path):
     cache = tmp_path / "cache"
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(bm25_index), str(cache)], capture_output=True,

@@ -156,6 +156,7 @@ def closed_by_sqlite(held: list[str]) -> int:
     return sum(min(1, max(0, held.count(path) - held.count(f"{path}-wal"))) for path in databases)
 
 
+@pytest.mark.process
 def test_runs_share_one_cache_and_leave_no_open_files_behind(filled, bm25_index, tmp_path):
     root = filled[1]
     done = subprocess.run([sys.executable, "-c", RUNS_IN_A_FRESH_PROCESS, str(bm25_index), str(root),

@@ -95,6 +95,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> s
     return lines[0]
 
 
+@pytest.mark.process
 def test_the_script_lists_every_registered_operator_and_exits_2_on_an_error(home):
     infos = json.loads(tessera_process("ops", "--json", home=home).stdout)
     assert set(infos) == set(all_operators())
@@ -105,6 +106,7 @@ def test_the_script_lists_every_registered_operator_and_exits_2_on_an_error(home
 
 
 @pytest.mark.parametrize("args", [("ops",), ("ops", "--json"), ("flows", "list"), ("models",)])
+@pytest.mark.process
 def test_a_reader_that_stops_reading_ends_the_command_quietly_with_status_0(home, args):
     """``tessera ops | head``: the command's writes meet a closed pipe (here closed before the first one)."""
     read_end, write_end = os.pipe()

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
 #: Runs ``main(argv)`` after wrapping ``MODULE.NAME`` so that its first call sends SIGNAL to this process
@@ -68,6 +70,7 @@ def _no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.process
 def test_sigterm_stops_an_ingest_as_ctrl_c_does_keeping_its_committed_shards(tmp_path):
     index = tmp_path / "idx"
     proc = _command(tmp_path, ("operators.store", "Index", "commit"), signal.SIGTERM, "after",
@@ -81,6 +84,7 @@ def test_sigterm_stops_an_ingest_as_ctrl_c_does_keeping_its_committed_shards(tmp
     assert len(manifest["shards"]) == 1  # the first shard stays; the same command resumes
 
 
+@pytest.mark.process
 def test_ctrl_c_during_an_ingest_says_the_command_that_resumes_it_and_that_command_does(tmp_path, monkeypatch, capsys,
                                                                                  committed_docnos):
     """It said ``tessera: interrupted`` alone: whether the run could go on, and how, was left to guess. The line
@@ -112,6 +116,7 @@ def test_ctrl_c_during_an_ingest_says_the_command_that_resumes_it_and_that_comma
     assert {docno.rsplit("#", 1)[0] for docno in docnos} == ids  # and no document lost
 
 
+@pytest.mark.process
 def test_sigterm_cancels_a_run_through_its_token(tmp_path):
     from flows.commands import main
 
@@ -127,6 +132,7 @@ def test_sigterm_cancels_a_run_through_its_token(tmp_path):
     _no_traceback(proc)
 
 
+@pytest.mark.process
 def test_kill_int_stops_a_run_started_with_sigint_ignored_while_it_writes_its_output(tmp_path):
     from flows.commands import main
 
@@ -160,6 +166,7 @@ sys.exit(main())
 """
 
 
+@pytest.mark.process
 def test_ctrl_c_while_the_command_loads_is_one_line_and_status_130(tmp_path):
     """Before the command's own handlers were in place, Ctrl-C printed 20-56 lines of the traceback of the import it
     stopped (in numpy, pydantic or the parser's build)."""

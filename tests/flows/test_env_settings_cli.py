@@ -93,6 +93,7 @@ def test_a_narrow_columns_still_prints_the_results(index, tmp_path, monkeypatch,
     assert found.returncode == 0 and max(len(line) for line in found.stdout.splitlines()) == 20, found.stdout
 
 
+@pytest.mark.process
 def test_queries_from_a_closed_stdin_are_refused_in_one_line(index, tmp_path):
     command = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "flows"]
     env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
@@ -103,6 +104,7 @@ def test_queries_from_a_closed_stdin_are_refused_in_one_line(index, tmp_path):
                                  "a queries file or a query's text")
 
 
+@pytest.mark.process
 def test_a_ray_address_ray_cannot_parse_is_refused_naming_ray_address(index, tmp_path):
     done = tessera("run", "bm25", "--executor", "ray", "--index", str(index), "-q", "elephants", cwd=tmp_path,
                    TESSERA_HOME=str(tmp_path / "home"), RAY_ADDRESS="garbage")
@@ -132,6 +134,7 @@ def test_local_and_auto_are_taken_exactly_as_ray_takes_them(address, fix):
     assert err.value.message.endswith(f"Ray reads the address exactly as written, spaces and case too; {fix}")
 
 
+@pytest.mark.process
 def test_an_empty_home_without_tessera_home_is_refused_and_nothing_is_written(tmp_path):
     """Every command asks for the home the same way (operators/home.py): ingest, which would write, stands for them."""
     command = ("ingest", "--source", "corpus.jsonl", "--index", "named")
@@ -154,12 +157,14 @@ def test_a_relative_tessera_home_is_read_from_the_working_directory(tmp_path, mo
 
 
 @pytest.mark.parametrize("value, traceback", [("TRUE", True), ("No", False)])
+@pytest.mark.process
 def test_tessera_debug_prints_tracebacks_for_yes_words_only(tmp_path, value, traceback):
     done = tessera("run", "no-such-flow", "-q", "x", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"),
                    TESSERA_DEBUG=value)
     assert done.returncode == 2 and ("Traceback (most recent call last)" in done.stderr) == traceback, done.stderr
 
 
+@pytest.mark.process
 def test_a_tessera_debug_that_is_no_such_word_is_refused(tmp_path):
     done = tessera("ops", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"), TESSERA_DEBUG="maybe")
     assert one_error(done) == ("tessera: error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or "

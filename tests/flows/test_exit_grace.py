@@ -49,6 +49,7 @@ def _stopped(signum: int, whole: bool, grace: str = "0.2", hangs: bool = True) -
 
 @pytest.mark.parametrize(("signum", "status", "said"), [(signal.SIGINT, 130, "tessera: interrupted"),
                                                         (signal.SIGTERM, 143, "tessera: terminated (SIGTERM)")])
+@pytest.mark.process
 def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum, status, said):
     proc = _stopped(signum, whole=True)  # without the guard: a hang, and subprocess's timeout fails the test
     assert proc.returncode == status, proc.stderr
@@ -56,6 +57,7 @@ def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum,
 
 
 @pytest.mark.parametrize("grace", ["soon", "-1", "nan"])
+@pytest.mark.process
 def test_a_grace_that_is_no_number_of_seconds_is_named_and_the_default_kept(grace):
     proc = _stopped(signal.SIGINT, whole=True, grace=grace, hangs=False)  # exits at once: the guard never fires
     assert proc.returncode == 130, proc.stderr
@@ -63,6 +65,7 @@ def test_a_grace_that_is_no_number_of_seconds_is_named_and_the_default_kept(grac
                                         f"seconds, 0 or more (got '{grace}'); ending within 30 s"]
 
 
+@pytest.mark.process
 def test_main_called_from_python_arms_no_exit():
     proc = _stopped(signal.SIGINT, whole=False)
     assert proc.returncode == 130 and proc.stdout == "guard armed: False\n", proc.stderr

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flows.commands import main
 from operators.store import Index
 
@@ -100,6 +102,7 @@ def test_the_same_ingest_after_compactions_skips_what_is_in_and_takes_appended_d
     assert _live_doc_ids(index) == [f"d{i}" for i in range(5)]
 
 
+@pytest.mark.process
 def test_a_crashed_ingest_resumes_after_a_compaction(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     index = tmp_path / "idx"

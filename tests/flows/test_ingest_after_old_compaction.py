@@ -130,6 +130,7 @@ def test_the_first_write_records_the_merged_shards_as_format_2(tmp_path, capsys,
     assert _live_doc_ids(index) == ["d2", "d3", "d4", "d5", "d6"]
 
 
+@pytest.mark.process
 def test_a_crashed_ingest_resumes_after_an_earlier_release_compacted_it(tmp_path, capsys):
     index = tmp_path / "idx"
     crash_after_the_first_shard(tmp_path, index)

@@ -70,6 +70,7 @@ def docs(tmp_path, pdf_writer) -> Path:
     return folder
 
 
+@pytest.mark.process
 def test_a_folder_of_pdf_text_markdown_and_html_files_is_ingested_whole(tmp_path, docs):
     # its own process: the warning line is the command's log on stderr, set up as the console script sets it up
     done = tessera(tmp_path, "ingest", "--source", str(docs), "--index", str(tmp_path / "idx"), "--no-dense",
@@ -114,6 +115,7 @@ def test_a_file_that_is_not_in_the_encoding_given_is_one_failure_and_the_others_
     assert failure.path == str(docs / "latin1.txt") and "'latin1.txt' is not UTF-8 text" in failure.error
 
 
+@pytest.mark.process
 def test_an_unfinished_ingest_of_a_spec_read_step_prints_the_command_that_resumes_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     notes = tmp_path / "notes.json"  # JSONL under a name --source refuses: the spec's read step names its reader
@@ -139,6 +141,7 @@ def test_an_unfinished_ingest_of_a_spec_read_step_prints_the_command_that_resume
     assert json.loads(capsys.readouterr().out)["unfinished_ingestions"] == []
 
 
+@pytest.mark.process
 def test_an_unfinished_ingest_of_a_folder_resumes_with_its_source_and_info_says_it_quietly(tmp_path, capsys,
                                                                                           monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))

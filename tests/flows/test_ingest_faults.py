@@ -93,6 +93,7 @@ def test_killed_driver_resumes_where_it_stopped(tmp_path, corpus, reference, com
     assert committed_docnos(index) == reference
 
 
+@pytest.mark.process
 def test_crash_between_shard_write_and_commit(tmp_path, corpus, reference, committed_docnos):
     index = tmp_path / "idx"
     crashed = subprocess.run(_command(tmp_path, corpus, index, "--no-dense"), cwd=REPO,

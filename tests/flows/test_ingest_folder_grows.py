@@ -155,6 +155,7 @@ def test_a_jsonl_file_added_to_a_glob_before_the_one_ingested_is_added(tmp_path,
     assert doc_ids(index) == ["a0", "m0", "m1", "m2"]
 
 
+@pytest.mark.process
 def test_an_interrupted_ingest_of_a_grown_folder_resumes(tmp_path, home, folder, capsys):
     index = tmp_path / "idx"
     assert ingest(capsys, folder, index)[0] == 0

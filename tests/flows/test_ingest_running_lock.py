@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from flows.ingestion import ingest
 from flows.ingestion.running import LOCK_FILE, Running, idle, sweep
 from flows.ingestion.staging import STAGING_DIR
@@ -92,6 +94,7 @@ def killed(process: subprocess.Popen) -> None:
     assert process.wait(30) == -signal.SIGKILL
 
 
+@pytest.mark.process
 def test_a_sweep_removes_the_lock_a_killed_run_left_and_an_empty_staging_folder(tmp_path):
     lock = tmp_path / STAGING_DIR / LOCK_FILE
     with holding(tmp_path) as process:
@@ -109,6 +112,7 @@ def test_a_sweep_removes_the_lock_a_killed_run_left_and_an_empty_staging_folder(
     assert not lock.exists() and staged.exists()
 
 
+@pytest.mark.process
 def test_a_sweep_leaves_the_lock_of_a_live_run_which_removes_it_when_it_ends(tmp_path):
     lock = tmp_path / STAGING_DIR / LOCK_FILE
     with holding(tmp_path) as process:
@@ -124,6 +128,7 @@ def test_a_sweep_leaves_the_lock_of_a_live_run_which_removes_it_when_it_ends(tmp
     assert not (tmp_path / STAGING_DIR).exists()
 
 
+@pytest.mark.process
 def test_a_sweep_waits_for_a_killed_process_to_exit(tmp_path):
     """Ray stops listing a killed worker before its process exits: the sweep waits for the lock to be free."""
     with holding(tmp_path) as process:

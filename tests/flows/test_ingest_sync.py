@@ -112,6 +112,7 @@ def test_a_file_removed_from_the_end_and_a_second_sync_of_an_earlier_change(tmp_
     assert {i.id.rsplit("-", 1)[1] for i in Index.open(index).manifest.shards} >= {"00000r2", "00001r2", "00002r2"}
 
 
+@pytest.mark.process
 def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path, folder, capsys, caplog):
     index = tmp_path / "idx"
     assert ingest(capsys, folder, index)[0] == 0
@@ -274,6 +275,7 @@ def test_a_moved_folder_edited_in_its_first_shard_is_followed_and_a_copy_is_refu
     assert live(index)["n2.md"].startswith("Tui sing")
 
 
+@pytest.mark.process
 def test_a_sync_of_a_moved_folder_cut_short_before_its_first_commit_goes_on(tmp_path, folder, capsys):
     index, moved = tmp_path / "idx", tmp_path / "moved"
     assert ingest(capsys, folder, index)[0] == 0
@@ -291,6 +293,7 @@ def test_a_sync_of_a_moved_folder_cut_short_before_its_first_commit_goes_on(tmp_
     assert [record["source"] for record in unfinished(index)] == []
 
 
+@pytest.mark.process
 def test_a_source_ingested_before_keeps_its_shard_size_unless_another_is_given(tmp_path, folder, capsys):
     index = tmp_path / "idx"
     assert ingest(capsys, folder, index)[0] == 0  # --shard-size 2

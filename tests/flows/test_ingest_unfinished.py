@@ -53,6 +53,7 @@ def _run_warnings(capsys, index: Path) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("tessera: warning:")]
 
 
+@pytest.mark.process
 def test_info_and_run_report_an_unfinished_ingestion_until_it_is_resumed(tmp_path, capsys, monkeypatch, corpus):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     index = tmp_path / "idx"
@@ -86,6 +87,7 @@ def test_info_and_run_report_an_unfinished_ingestion_until_it_is_resumed(tmp_pat
     assert _run_warnings(capsys, index) == []
 
 
+@pytest.mark.process
 def test_the_command_that_resumes_a_replace_run_replaces_too(tmp_path, capsys, monkeypatch, corpus):
     """A --replace run stages every copy of an id and replaces live documents: the resume command left --replace
     out, and ran as printed it was refused ("already live")."""

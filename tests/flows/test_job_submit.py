@@ -59,6 +59,7 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
 
 
+@pytest.mark.process
 def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path, flows_run_in_job):
     job_copy = tmp_path / "job"  # what Ray uploads of a checkout after `make demo`: data/sample, no .tessera/
     shutil.copytree(REPO / "data" / "sample", job_copy / "data" / "sample")

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flows.commands import _log_lines
 
 
@@ -33,6 +35,7 @@ def test_warnings_errors_and_notes_are_one_line_each_and_quiet_hides_only_notes(
     assert capsys.readouterr().err == "tessera: warning: still a warning\n"
 
 
+@pytest.mark.process
 def test_the_console_script_prints_a_steps_cost_as_a_note_not_a_warning(tmp_path, fault_models):
     """rerank.llm_group's "N model calls for 1 query, starting" said ``tessera: warning:`` on every normal run."""
     import os

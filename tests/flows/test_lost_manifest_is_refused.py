@@ -85,6 +85,7 @@ def test_index_add_and_ingest_refuse_a_folder_whose_manifest_is_lost_and_touch_n
     assert listing(index) == before
 
 
+@pytest.mark.process
 def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path, monkeypatch, capsys, corpus):
     """The state of a first ingestion that failed before its first commit once its manifest is undone: staged
     shards under ``_ingest/``, the first one written to ``shards/`` but recorded nowhere."""

@@ -151,6 +151,7 @@ def test_ray_started_early_on_a_thread_is_the_one_ensure_ray_then_uses():
     assert "SIGTERM handler is not set" not in ours.stderr
 
 
+@pytest.mark.process
 def test_an_early_start_that_fails_raises_in_ensure_ray():
     """A Ray address nothing answers at: the early start's failure is raised where the work wants Ray."""
     script = ("import os\nos.environ['RAY_ADDRESS'] = '127.0.0.1:9'\n"

@@ -33,6 +33,7 @@ def _config(tmp_path, **service) -> str:
      "must be true or false (got 'yes'); a setting takes YAML's own true or false: write it without quotes "
      "(key 'ops')"),
 ])
+@pytest.mark.process
 def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, monkeypatch, capsys, request, service,
                                                                     field, words):
     if field != "args.service.max_idle_task_workers":  # the first case is refused by the child process
@@ -48,6 +49,7 @@ def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, m
     assert not (tmp_path / "home" / "serve").exists()  # refused before the config it runs was written
 
 
+@pytest.mark.process
 def test_valid_args_pass_the_check(tmp_path):
     config = yaml.safe_load(Path(_config(tmp_path, spare_task_workers=2, max_idle_task_workers=4)).read_text())
     serve_command.check_app_args(config)  # no error: the child process found nothing

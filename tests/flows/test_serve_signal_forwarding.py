@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import os, signal, sys, time
@@ -41,6 +43,7 @@ def next_line(process: subprocess.Popen, timeout_s: float = 15) -> str:
     return process.stdout.readline().strip() if readable(process.stdout, timeout_s) else ""
 
 
+@pytest.mark.process
 def test_each_sigterm_reaches_the_child():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     parent = subprocess.Popen([sys.executable, "-c", PARENT, sys.executable, "-c", CHILD], cwd=REPO, env=env,
@@ -107,6 +110,7 @@ def polling_parent(child: str) -> Iterator[tuple[subprocess.Popen, str]]:
             parent.wait(10)
 
 
+@pytest.mark.process
 def test_one_line_says_when_the_app_first_answers_its_health_check():
     """Serve's own lines say that the app was deployed, not that its models have loaded: a search sent then got a 503.
     The parent polls the app's /healthz and says once when it answers 200."""
@@ -118,6 +122,7 @@ def test_one_line_says_when_the_app_first_answers_its_health_check():
         assert parent.wait(30) == 0 and parent.stderr.read() == ""  # said once
 
 
+@pytest.mark.process
 def test_a_slow_health_answer_is_waited_for_not_abandoned():
     """A poll that gave up after 5 s left Serve's proxy logging "Client for request ... disconnected, cancelling
     request", six lines at each start, read as failed requests."""

@@ -90,6 +90,7 @@ def serve_in_process(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("reuse_port", [False, True])  # True: the socket a Ray Serve proxy holds
+@pytest.mark.process
 def test_a_port_another_process_listens_on_is_refused(small_config, tmp_path, reuse_port, serve_in_process):
     refused_by = tessera_serve if reuse_port else serve_in_process  # the one real `tessera serve` process here
     with socket.socket() as listener:
@@ -118,6 +119,7 @@ def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path, serv
     assert done.returncode == 2 and "the task store" in done.stderr and "not a database" in done.stderr
 
 
+@pytest.mark.process
 def test_a_task_store_another_tessera_serve_holds_is_refused(small_config, tmp_path, serve_in_process):
     """A second service on the same SQLite store took the first one's running tasks for interrupted ones (their
     workers live in the other's Ray cluster): failed them, deleted their uploads, let a second ingestion start."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 NOISE = (b"[2026-11-27 21:43:47,113 E 11206 11206] core_worker.cc:2465: Actor with class name: "
          b"'MapWorker(ReadRange->MapBatches(A))' and ID: 'da61646fe52aadb78e3d406a01000000' has constructor "
@@ -25,6 +27,7 @@ def run_filtered(body: str, **env: str) -> subprocess.CompletedProcess:
                           env={"PATH": "/usr/bin:/bin", **env})
 
 
+@pytest.mark.process
 def test_the_known_line_is_dropped_and_every_other_byte_kept_in_order():
     body = ("os.write(2, b'\\rembedding 1/4')\nos.write(2, b'\\rembedding 4/4\\n')\n"
             "os.write(2, NOISE[:40])\nos.write(2, NOISE[40:] + REAL[:10])\nos.write(2, REAL[10:])\n"
@@ -37,17 +40,20 @@ def test_the_known_line_is_dropped_and_every_other_byte_kept_in_order():
     assert b"tessera: error: a real one\n" in done.stderr
 
 
+@pytest.mark.process
 def test_the_last_words_of_a_crashed_process_still_arrive():
     done = run_filtered("os.write(2, NOISE + REAL + b'[half a line')\nos.kill(os.getpid(), 9)\n")
     assert done.returncode == -9
     assert done.stderr == REAL + b"[half a line"
 
 
+@pytest.mark.process
 def test_raw_stderr_turns_it_off():
     done = run_filtered("os.write(2, NOISE)\n", TESSERA_RAW_STDERR="1")
     assert done.stderr == NOISE
 
 
+@pytest.mark.process
 def test_ctrl_c_to_the_process_group_leaves_the_filter_passing_the_commands_last_words():
     """A terminal sends Ctrl-C to every process of the command's group; the filter is one of them. The command
     takes Ctrl-C as a command started from a terminal does, whatever this test runs under (a shell's background

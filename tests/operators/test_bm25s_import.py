@@ -31,12 +31,14 @@ def run(code: str, marker: Path) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.process
 def test_plain_bm25s_imports_the_stand_in(fake_jax: Path):
     """The control: bm25s on its own finds the stand-in and runs its top-k, so the tests below can fail."""
     assert run("import bm25s.selection as s; print(s.JAX_IS_AVAILABLE)", fake_jax) == "True"
     assert fake_jax.exists()
 
 
+@pytest.mark.process
 def test_writing_and_searching_a_bm25_index_never_imports_jax(fake_jax: Path, tmp_path: Path):
     """What an ingestion's write actor and a BM25 search do, in a process of their own."""
     code = ("import sys, pyarrow as pa\n"
@@ -51,6 +53,7 @@ def test_writing_and_searching_a_bm25_index_never_imports_jax(fake_jax: Path, tm
     assert not fake_jax.exists()
 
 
+@pytest.mark.process
 def test_jax_stays_importable_after_bm25s(fake_jax: Path):
     code = ("from operators.bm25s_import import load_bm25s\n"
             "load_bm25s()\n"
@@ -60,6 +63,7 @@ def test_jax_stays_importable_after_bm25s(fake_jax: Path):
     assert fake_jax.exists()
 
 
+@pytest.mark.process
 def test_a_process_that_uses_jax_keeps_it_for_bm25s(fake_jax: Path):
     code = ("import jax\n"
             "from operators.bm25s_import import load_bm25s\n"

@@ -37,17 +37,20 @@ def _lookup(name: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.process
 def test_a_builtin_looked_up_by_its_name_imports_its_own_category_alone():
     assert _lookup("analyze.word_count") == {"class": "WordCounter", "categories": ["analyze"]}
 
 
 @pytest.mark.parametrize("name", ["embed", "DocumentSummarizerStep"])
+@pytest.mark.process
 def test_an_alias_is_found_by_the_whole_discovery(name):
     """An alias is no module's name: the lookup imports every category to find it."""
     found = _lookup(name)
     assert len(found["categories"]) > 5
 
 
+@pytest.mark.process
 def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
     (tmp_path / "my_plugin_ops.py").write_text("X = 1\n")  # a module that registers nothing: the discovery says so
     done = _run("analyze.word_count", TESSERA_OPERATORS="my_plugin_ops",

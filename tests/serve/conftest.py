@@ -203,7 +203,7 @@ def postgres_database(postgres_server) -> str:
     return postgres_server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])  # psql: a process a database
 def store_url(request, tmp_path) -> str:
     """A new, empty task store: a SQLite file, or a database of its own on the session's PostgreSQL server."""
     if request.param == "sqlite":

@@ -110,6 +110,7 @@ def test_a_step_placement_is_validated_with_the_spec():
     assert err.value.step == "ce" and err.value.field.startswith("steps.ce.placement")
 
 
+@pytest.mark.process
 def test_a_placed_step_without_ray_fails_naming_step_and_deployment(repo_root):
     code = (
         "from flows.executors.local import LocalExecutor\n"

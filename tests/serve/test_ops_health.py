@@ -54,6 +54,7 @@ def test_a_sqlite_store_that_goes_away_is_a_503_naming_task_store(tmp_path, monk
     assert err.value.extra == {"models": {}}  # each model's state, as the 200 has it (the web UI's badge reads it)
 
 
+@pytest.mark.process
 def test_a_postgresql_store_that_goes_away_is_a_503_naming_task_store(tmp_path, monkeypatch, postgres_server,
                                                                       postgres_database):
     service = make(tmp_path, postgres_database, monkeypatch)

@@ -34,7 +34,7 @@ def made_tasks(store: TaskStore, owner: str, n: int) -> list[str]:
     return ids
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
 def served_store_url(request, tmp_path_factory) -> str:
     """The store the API serves, one per backend for the module: the tests of ``api`` only read it."""
     if request.param == "sqlite":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import sqlalchemy as sa
 
 from serve.taskstore import TaskStore
@@ -70,6 +71,7 @@ for i in range(40):
 """
 
 
+@pytest.mark.process
 def test_two_processes_append_without_losing_a_line(store_url):
     """This process and a second one append 40 log lines each to one task at once (one process started rather
     than two: the second's imports cost a second of CPU)."""

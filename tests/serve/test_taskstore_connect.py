@@ -49,6 +49,7 @@ def test_the_start_check_gives_up_on_a_server_that_never_answers(silent_url):
     assert "s3cret" not in problem and "\n" not in problem
 
 
+@pytest.mark.process
 def test_the_start_check_opens_a_real_server_and_names_a_database_it_lacks(postgres_server, postgres_database):
     """(``tessera serve`` raises what it names, with the field: tests/flows/test_serve_start_checks.py.)"""
     assert task_store_problem(postgres_database) is None
@@ -58,6 +59,7 @@ def test_the_start_check_opens_a_real_server_and_names_a_database_it_lacks(postg
     assert 'OperationalError: connection failed' in problem and 'database "no_such_db" does not exist' in problem
 
 
+@pytest.mark.process
 def test_the_services_connections_carry_the_timeout_unless_the_url_sets_its_own(postgres_database):
     store = TaskStore(postgres_database)
     with store.engine.connect() as conn:  # libpq's own record of the parameters the connection was opened with

@@ -45,6 +45,7 @@ def test_a_missing_model_is_left_to_the_loading_error(tmp_path: Path):
     assert stated_dimension(str(tmp_path / "absent")) is None
 
 
+@pytest.mark.process
 def test_checking_an_ingestion_loads_no_model(tmp_path: Path):
     """What ``tessera ingest`` checks before it stages (the index's dimension among it) imports no torch."""
     corpus = tmp_path / "corpus.jsonl"

@@ -60,6 +60,7 @@ def test_a_run_with_that_alias_is_refused_before_it_starts(tmp_path, monkeypatch
         key_env("noprov")  # what an LLM step declares before its flow runs
 
 
+@pytest.mark.process
 def test_a_models_file_that_is_not_utf8_is_one_error_naming_it(tmp_path):
     models = tmp_path / "latin1.yaml"
     models.write_bytes("local: tessera/caf\xe9.gguf\n".encode("latin-1"))

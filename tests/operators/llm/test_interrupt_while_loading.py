@@ -95,6 +95,7 @@ def interrupted_while_loading(tmp_path: Path, *args: str, stdin: str | None = No
     return said, report
 
 
+@pytest.mark.process
 def test_ctrl_c_while_litellm_loads_ends_a_run_at_once(tmp_path):
     said, report = interrupted_while_loading(tmp_path, "run", "answer_only", "--no-cache", "--quiet",
                                                       "--queries", "What do bees make?")
@@ -103,6 +104,7 @@ def test_ctrl_c_while_litellm_loads_ends_a_run_at_once(tmp_path):
                     "tessera: cancelled: step 'answer': interrupted (Ctrl-C)"]
 
 
+@pytest.mark.process
 def test_ctrl_c_while_litellm_loads_ends_a_chat_at_once(tmp_path):
     said, report = interrupted_while_loading(tmp_path, "chat", "answer_only", "--no-cache",
                                                       stdin="What do bees make?\n")
@@ -111,6 +113,7 @@ def test_ctrl_c_while_litellm_loads_ends_a_chat_at_once(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd/2").exists(), reason="needs /proc to see stderr pointed at /dev/null")
+@pytest.mark.process
 def test_a_signal_while_the_weights_load_is_handled_after_the_load_where_its_output_is_seen(tmp_path):
     proc = subprocess.run([sys.executable, "-c", LOAD], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TESSERA_HOME": str(tmp_path / "home")})

@@ -55,6 +55,7 @@ def test_crash_between_write_shard_and_commit_leaves_nothing_visible(tmp_path, s
     assert reopened.search_bm25([sample_docs[25]["title"]], k=1)[0].docnos == [sample_docs[25]["_id"]]
 
 
+@pytest.mark.process
 def test_failed_upsert_keeps_the_old_version_searchable(tmp_path, sample_docs, make_chunks):
     index = Index.create(tmp_path / "idx", IndexSettings(dim=DIM))
     index.add(make_chunks(sample_docs[:30], dim=DIM))

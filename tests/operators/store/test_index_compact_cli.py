@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from flows.commands import main
 from operators.store import Index
 
@@ -83,6 +85,7 @@ def _compact_on_a_terminal(idx: str, home, *args: str) -> tuple[int, str, str]:
     return proc.wait(timeout=120), out, shown.decode(errors="replace")
 
 
+@pytest.mark.process
 def test_compact_shows_the_shards_merged_on_a_terminal_and_nothing_with_json(tmp_path, sample_docs):
     idx = str(tmp_path / "idx")
     for n in range(3):
