@@ -72,7 +72,7 @@ class StreamOptions(BaseModel):
 
 #: Fields checked here (refused unless empty) and not passed on.
 NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format", "logprobs",
-                     "top_logprobs")
+                     "top_logprobs", "logit_bias", "modalities", "audio")
 
 
 #: OpenAI's bound on ``stop``: up to 4 sequences.
@@ -142,6 +142,10 @@ class ChatRequest(BaseModel):
     response_format: dict[str, Any] | None = Field(None, description="Only {'type': 'text'}.")
     logprobs: bool | None = Field(None, strict=True, description="Refused when true: no log probabilities here.")
     top_logprobs: int | None = Field(None, ge=0, le=20, strict=True, description="Refused above 0, as `logprobs`.")
+    logit_bias: dict[str, Any] | None = Field(None, description="Refused unless empty: its keys are token ids of "
+                                              "OpenAI's tokenizers, which no model here reads.")
+    modalities: list[str] | None = Field(None, description="Only [\"text\"]: the answer is text.")
+    audio: Any = Field(None, description="Refused when given: the answer is text, never audio.")
 
     @field_validator("messages")
     @classmethod
@@ -175,6 +179,30 @@ class ChatRequest(BaseModel):
     @classmethod
     def _text_answers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return text_answers_only(value)
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _no_logit_bias(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Refused, not ignored (it was): a bias of -100 bans a token, and the answer would still hold it; the ids
+        are OpenAI's tokenizer's, another vocabulary than the served models'."""
+        if value:
+            raise ValueError("logit_bias is not supported: its token ids are OpenAI's tokenizer's, not the served "
+                             "models'; leave it out")
+        return value
+
+    @field_validator("modalities")
+    @classmethod
+    def _text_modality(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and value != ["text"]:  # audio asked for, a text answer would come without a word
+            raise ValueError(f"only [\"text\"] is supported: the answer is text; got {value}")
+        return value
+
+    @field_validator("audio")
+    @classmethod
+    def _no_audio(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError("audio output is not supported: the answer is text; leave it out")
+        return None
 
     def engine_body(self) -> dict[str, Any]:
         """What the deployment gets: messages as plain text, options that were given."""

@@ -191,13 +191,27 @@ def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:
                     param=field, code=code)
 
 
+#: Sampling options of a chat that a flow's steps take none of (they take ``temperature`` and ``max_tokens``), each
+#: with the value that asks for nothing: another was dropped without a word, the answer not what was asked for.
+NOT_FLOW_OPTIONS = {"top_p": 1, "presence_penalty": 0, "frequency_penalty": 0}
+
+
 def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict[str, Any]] | None = None,
-                 stop_field: str = "stop") -> tuple[svc.Prepared, pa.Table]:
+                 fields: dict[str, str] | None = None) -> tuple[svc.Prepared, pa.Table]:
     """The flow validated, its index confined and its models placed (a 4xx here, before any answer starts), and
     its input: the question with the conversation columns the flow reads, or with ``documents`` (rows with
-    ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given. Stop sequences
-    (named ``stop_field`` in the client's body) are refused: a flow's answer step parses its reply (labels,
-    citations, sources) and takes none, so they would be ignored without a word; so is ``n`` above 1."""
+    ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given. Stop sequences are
+    refused: a flow's answer step parses its reply (labels, citations, sources) and takes none, so they would be
+    ignored without a word; so is ``n`` above 1, and a sampling option of ``NOT_FLOW_OPTIONS``. ``fields`` names
+    the options as the client's body does (Cohere's: ``{"stop": "stop_sequences", "top_p": "p"}``)."""
+    fields = fields or {}
+    stop_field = fields.get("stop", "stop")
+    for option, neutral in NOT_FLOW_OPTIONS.items():
+        if getattr(request, option) not in (None, neutral):
+            field = fields.get(option, option)
+            raise ApiError(422, f"{field}: a flow's steps take no {option} (only temperature and max_tokens), so it "
+                           f"would be ignored; send it without {field}, or ask a served model", param=field,
+                           code="unsupported_parameter")
     if request.stop:
         raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "
                        "model's whole reply); send it without them, or ask a served model", param=stop_field,

@@ -13,9 +13,10 @@ headers are sent).
 With ``documents``, the answer comes from the documents sent instead of a search
 (serve/grounded.py), with either kind of model, and citations show them as sent. Refused with a
 422 naming the field: ``tools`` and ``tool_choice``, ``index`` beside ``documents``, a field Cohere's API does not
-have, and a number or boolean of another JSON type (``CohereChatRequest``). ``k``, ``safety_mode``,
-``thinking``, ``strict_tools`` and ``priority`` are accepted and not used; a ``response_format`` other than text and
-``logprobs: true`` are refused as on ``/v1/chat/completions`` (the client would wait for JSON or log probabilities).
+have, and a number or boolean of another JSON type (``CohereChatRequest``). ``safety_mode``, ``thinking``,
+``strict_tools`` and ``priority`` are accepted and not used; a ``response_format`` other than text and ``logprobs:
+true`` are refused as on ``/v1/chat/completions`` (the client would wait for JSON or log probabilities), and ``k``
+(top-k) above 0, which the engines do not take.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class CohereChatRequest(BaseModel):
     """Cohere v2's chat body, as strict as Cohere's API: a field it does not have is a 422 naming it (Cohere's
     ``unknown field``; a misspelt ``max_token`` was ignored), and numbers and booleans are strict (``max_tokens: "3"``,
     ``3.0`` or ``true``, ``stream: "true"`` are refused, not read), as on ``/v1/chat/completions``. Cohere's fields
-    that ask for nothing these models give (``safety_mode``, ``thinking``...) are accepted and not used."""
+    that ask for nothing these models give (``safety_mode``, ``thinking``...) are accepted and not used; ``k``
+    (top-k), which would change the answer, only as 0."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,7 +78,8 @@ class CohereChatRequest(BaseModel):
     frequency_penalty: float | None = Field(None, ge=0, le=1, strict=True)
     presence_penalty: float | None = Field(None, ge=0, le=1, strict=True)
     p: float | None = Field(None, ge=0.01, le=0.99, strict=True, description="Top-p sampling (OpenAI's top_p).")
-    k: int | None = Field(None, ge=0, le=500, strict=True, description="Accepted, not used: the engines sample by p.")
+    k: int | None = Field(None, ge=0, le=500, strict=True, description="Only 0 (Cohere's default: no top-k): the "
+                          "engines here sample by p.")
     tool_choice: Any = Field(None, description="Not supported, as tools: must be absent.")
     strict_tools: bool | None = Field(None, strict=True, description="Accepted, not used (no tools).")
     response_format: dict[str, Any] | None = Field(None, description="Only {'type': 'text'}: the answer is text.")
@@ -107,6 +110,14 @@ class CohereChatRequest(BaseModel):
     @classmethod
     def _no_logprobs(cls, value: bool | None) -> bool | None:
         return chat.no_logprobs(value, "logprobs")  # the SDK's response.logprobs was None
+
+    @field_validator("k")
+    @classmethod
+    def _no_top_k(cls, value: int | None) -> int | None:
+        if value:  # k: 1 asks for the likeliest token each time; it was dropped, the answer sampled from them all
+            raise ValueError(f"top-k sampling (k: {value}) is not supported: the engines here sample by p; leave k "
+                             "out or send 0")
+        return value
 
     @field_validator("tools", "tool_choice")
     @classmethod
@@ -145,7 +156,7 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
             return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
         return _streaming(_model_events(rid, chat.sse(await chat.opened(events, target), target)))
     prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows,
-                                              "stop_sequences")
+                                              {"stop": "stop_sequences", "top_p": "p"})
     answers = svc.current().answers
     if not body.stream:
         done = await client_gone.answered(answers, lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))

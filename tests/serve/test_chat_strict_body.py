@@ -53,6 +53,10 @@ def refused(client: TestClient, path: str, body: dict) -> dict:
     ("n", 9, "less than or equal to 8"), ("n", 2.0, "valid integer"), ("seed", 10**23, "less than or equal to"),
     ("seed", -2**63 - 1, "greater than or equal to"),
     ("n", 2, "a flow answers once"),  # a served model writes up to 8 choices (tests/serve/test_llm_api.py)
+    # each was dropped without a word: a token banned by -100 could still be written, audio asked for never came
+    ("logit_bias", {"50256": -100}, "logit_bias is not supported"),
+    ("modalities", ["text", "audio"], "only [\"text\"]"),
+    ("audio", {"voice": "alloy", "format": "wav"}, "audio output is not supported"),
 ])
 def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": QUESTION, field: value})
@@ -101,6 +105,27 @@ def test_stop_on_a_flow_is_refused_naming_the_field_sent(client):
     assert (error["param"], error["code"]) == ("stop", "unsupported_parameter"), error
     error = refused(client, "/v2/chat", {"model": "rag", "messages": QUESTION, "stop_sequences": ["\n"] * 5})
     assert (error["param"], error["code"]) == ("stop_sequences", "unsupported_parameter"), error
+
+
+@pytest.mark.parametrize("path, field, value", [
+    ("/v1/chat/completions", "top_p", 0.5), ("/v1/chat/completions", "presence_penalty", 1.5),
+    ("/v1/chat/completions", "frequency_penalty", -1.0), ("/v2/chat", "p", 0.5), ("/v2/chat", "presence_penalty", 0.5),
+    ("/v2/chat", "frequency_penalty", 0.5),
+])
+def test_a_sampling_option_a_flow_takes_none_of_is_refused_naming_the_field_sent(client, path, field, value):
+    """A flow's steps take temperature and max_tokens only: top_p (Cohere's p) and the penalties were dropped without
+    a word, the answer sampled as if they were not sent."""
+    error = refused(client, path, {"model": "rag", "messages": QUESTION, field: value})
+    assert (error["param"], error["code"]) == (field, "unsupported_parameter"), error
+    assert "only temperature and max_tokens" in error["message"], error
+
+
+def test_the_neutral_sampling_options_and_empty_logit_bias_pass_a_flow_s_checks(client):
+    """What chat clients send by default (top_p 1, no penalty, {} or text only) asks for nothing: not refused."""
+    body = {"model": "rag", "messages": [{"role": "system", "content": "Be brief."}], "top_p": 1, "logit_bias": {},
+            "presence_penalty": 0, "frequency_penalty": 0, "modalities": ["text"]}
+    error = refused(client, "/v1/chat/completions", body)  # past every option's check, to the question's
+    assert error["param"] == "messages" and "no user message" in error["message"], error
 
 
 def test_cohere_s_five_stop_sequences_reach_a_served_model():

@@ -50,7 +50,8 @@ WRONG_TYPES = [("max_tokens", "3", "valid integer"), ("max_tokens", 3.0, "valid 
                ("stop_sequences", [".", ""], "stop sequence 1 is empty"),
                ("stop_sequences", ["\ud83d"], "lone surrogate"),
                ("response_format", {"type": "json_object"}, "only {'type': 'text'}"),
-               ("logprobs", True, "no log probabilities")]
+               ("logprobs", True, "no log probabilities"),
+               ("k", 1, "top-k sampling (k: 1) is not supported")]  # was dropped: sampled from every token
 
 
 def test_a_field_cohere_refuses_is_a_422_naming_it(base):
