@@ -209,8 +209,8 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
     for option, neutral in NOT_FLOW_OPTIONS.items():
         if getattr(request, option) not in (None, neutral):
             field = fields.get(option, option)
-            raise ApiError(422, f"{field}: a flow's steps take no {option} (only temperature and max_tokens), so it "
-                           f"would be ignored; send it without {field}, or ask a served model", param=field,
+            raise ApiError(422, f"{field}: a flow's steps take only temperature and max_tokens, so {field} would be "
+                           f"ignored; send it without {field}, or ask a served model", param=field,
                            code="unsupported_parameter")
     if request.stop:
         raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "
