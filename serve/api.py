@@ -61,6 +61,18 @@ def not_served(model_id: str, cards: list[ModelCard]) -> ApiError:
                     f"served: {', '.join(served) or 'none'}", param="model", code="model_not_found")
 
 
+def check_cut(card: ModelCard, info: dict[str, Any], field: str, asked: int | None) -> None:
+    """A 422 naming ``field`` (Cohere's ``max_tokens``, ``max_tokens_per_doc``) when it asks to cut each text shorter
+    than the model reads it (its replica's ``info()["max_tokens"]``): the texts were read whole up to the model's own
+    length, as if the field had not been sent. At or above that length it asks for nothing more, and is taken; so
+    is any value for a model whose length is unknown."""
+    reads = info.get("max_tokens")
+    if asked is not None and reads is not None and asked < reads:
+        raise ApiError(422, f"{field}: model '{card.id}' reads up to {reads} tokens of a text and cuts only there; "
+                       f"cutting at {asked} is not supported: leave {field} out, or send {reads} or more",
+                       param=field, code="invalid_value")
+
+
 @serve.deployment(name="api", max_ongoing_requests=256)
 @serve.ingress(app)
 class ModelAPI:
@@ -192,7 +204,8 @@ class ModelAPI:
     async def embed_v2(self, body: cohere_embed.CohereEmbedRequest) -> dict[str, Any]:
         """Cohere v2 (``cohere.ClientV2().embed``): ``embeddings`` by type (float, int8, uint8, binary, ...)."""
         texts = body.all_texts()
-        vectors, tokens = await self._embed(body.model, texts, body.output_dimension, "output_dimension")
+        vectors, tokens = await self._embed(body.model, texts, body.output_dimension, "output_dimension",
+                                            body.max_tokens)
         return cohere_embed.response(vectors, texts, tokens, body.embedding_types, version="2")
 
     @app.post("/v1/embed")
@@ -203,15 +216,17 @@ class ModelAPI:
         return cohere_embed.response(vectors, texts, tokens, body.embedding_types, version="1")
 
     async def _embed(self, model: str, texts: list[str], dimension: int | None,
-                     field: str) -> tuple[np.ndarray, int]:
+                     field: str, max_tokens: int | None = None) -> tuple[np.ndarray, int]:
         """The texts' vectors from the model's deployment and the tokens read; a 422 naming ``field`` when a
-        ``dimension`` is asked that the model does not give."""
+        ``dimension`` is asked that the model does not give, and one naming ``max_tokens`` (Cohere's) when it asks to
+        cut the texts shorter than the model reads them."""
         card = self._card(model, "embedding")
         await self._usable(card)
         handle = self.handles[card.deployment]
-        if dimension is not None:
+        if dimension is not None or max_tokens is not None:
             info = await self._call(handle.info.remote(), card)
-            if dimension != info["dimension"]:
+            check_cut(card, info, "max_tokens", max_tokens)
+            if dimension is not None and dimension != info["dimension"]:
                 raise ApiError(422, f"{field}: model '{model}' gives {info['dimension']}-dimensional "
                                "embeddings; other sizes are not supported", param=field, code="invalid_value")
         result = await self._call(handle.embed.remote(texts), card)
@@ -260,6 +275,9 @@ class ModelAPI:
         """The body's documents ranked by the model's raw scores, best first (ties in input order), and tokens."""
         card = self._card(body.model, "rerank")
         await self._usable(card)
+        if getattr(body, "max_tokens_per_doc", None) is not None:  # Cohere v2's
+            info = await self._call(self.handles[card.deployment].info.remote(), card)
+            check_cut(card, info, "max_tokens_per_doc", body.max_tokens_per_doc)
         texts = body.texts()
         scores, tokens = np.zeros(0), 0
         if texts:

@@ -84,7 +84,8 @@ class CohereEmbedRequest(_EmbedBody):
     output_dimension: int | None = Field(None, gt=0, strict=True,
                                          description="Must equal the model's dimension when given.")
     max_tokens: int | None = Field(None, gt=0, strict=True,
-                                   description="Accepted; each model truncates at its own maximum length.")
+                                   description="At least the tokens the model reads of a text (less is a 422 "
+                                   "that says how many): each model cuts texts at its own maximum length only.")
     priority: int | None = Field(None, strict=True, description="Accepted and ignored (Cohere's scheduling hint).")
 
     @model_validator(mode="after")

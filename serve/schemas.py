@@ -203,8 +203,9 @@ class RerankV2Request(RerankBody):
     """Cohere v2 ``POST /v2/rerank`` (``cohere.ClientV2().rerank``): documents are strings."""
 
     documents: list[Text] = Field(max_length=MAX_DOCUMENTS, description="Texts; an empty list gives empty results.")
-    max_tokens_per_doc: int | None = Field(None, gt=0, strict=True, description="Accepted; each model truncates "
-                                           "documents at its own maximum length.")
+    max_tokens_per_doc: int | None = Field(None, gt=0, strict=True, description="At least the tokens the model "
+                                           "reads of a document (less is a 422 that says how many): each model cuts "
+                                           "documents at its own maximum length only.")
     priority: int | None = Field(None, strict=True, description="Accepted and ignored (Cohere's scheduling hint).")
     relevant_spans: Any = Field(None, description="Not supported: must be absent or null.")
 

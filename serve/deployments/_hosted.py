@@ -122,8 +122,19 @@ class HostedOperator:
             "params": self.op.params.model_dump(mode="json"), "identity": self.identity,
             "model_calls": self.model_calls, "requests": self.items_served, "batch_sizes": list(self.batch_sizes),
             **self.batching,
-            "pid": os.getpid(), "gpu_ids": _gpu_ids(),
+            "pid": os.getpid(), "gpu_ids": _gpu_ids(), "max_tokens": self.reads_tokens(),
         }
+
+    def reads_tokens(self) -> int | None:
+        """The tokens the model reads of a text before it cuts the rest (None: unknown): a request that asks to cut
+        shorter (Cohere's ``max_tokens``, ``max_tokens_per_doc``) is refused by the ingress, not ignored."""
+        if getattr(self.op.params, "long_texts", "truncate") != "truncate":  # a cross-encoder's max_window reads on
+            return None
+        model = getattr(self.op, "model", None)
+        tokenizer = getattr(model, "tokenizer", None)
+        limit = getattr(getattr(model, "config", None), "doc_maxlen", None) or getattr(model, "max_seq_length", None) \
+            or getattr(tokenizer, "model_max_length", None)  # (ColBERT's documents, then a transformer's input)
+        return int(limit) if isinstance(limit, int) and limit < 10**6 else None  # (a tokenizer's "no limit": 1e30)
 
 
 def _gpu_ids() -> list:

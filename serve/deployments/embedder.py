@@ -72,5 +72,8 @@ class EmbedderDeployment(HostedOperator):
         encoded = self.model.tokenizer(texts, truncation=True, max_length=self.model.max_seq_length)
         return np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
 
+    def reads_tokens(self) -> int | None:
+        return int(self.model.max_seq_length) if self.model.max_seq_length else None
+
     def info(self) -> dict[str, Any]:
         return {**super().info(), "dimension": self.dimension, "device": str(self.model.device)}

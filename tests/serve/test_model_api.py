@@ -219,6 +219,11 @@ def test_rerank_ranks_an_empty_document_and_top_n_over_the_list_gives_all(serve_
     ("/v1/rerank", {"model": "tessera-cross-encoder", "query": " \n\t", "documents": ["d"]}, 422, "query"),
     ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "  ", "documents": ["d"]}, 422, "query"),
     ("/v1/rerank", {"model": "rerank-english-v3.0", "query": "q", "documents": ["d"]}, 404, "model"),
+    # a cut shorter than the model reads was ignored: the texts were read whole (tests/serve/test_cohere_cuts.py)
+    ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d"], "max_tokens_per_doc": 5},
+     422, "max_tokens_per_doc"),
+    ("/v2/embed", {"model": "all-MiniLM-L6-v2", "texts": ["x"], "input_type": "search_query", "max_tokens": 5}, 422,
+     "max_tokens"),
 ])
 def test_bad_requests_name_the_field(serve_app, path, body, status, field):
     response = post(serve_app, path, body)
