@@ -6,7 +6,7 @@ field, before anything reaches a model deployment. Numbers and booleans are stri
 cannot take (a lone surrogate such as ``"\\ud83d"``, which JSON allows) is refused here, since in a
 deployment it would fail a whole batch of other clients' requests. The embeddings body
 forbids unknown fields (as OpenAI does); the rerank bodies ignore fields they do not use
-(Cohere's ``max_tokens_per_doc``, Jina's ``truncation``...) so those clients work unchanged.
+(Cohere v1's ``max_chunks_per_doc``, Jina's ``truncation``...) so those clients work unchanged.
 """
 
 from __future__ import annotations
