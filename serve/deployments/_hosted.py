@@ -132,8 +132,10 @@ class HostedOperator:
             return None
         model = getattr(self.op, "model", None)
         tokenizer = getattr(model, "tokenizer", None)
-        limit = getattr(getattr(model, "config", None), "doc_maxlen", None) or getattr(model, "max_seq_length", None) \
-            or getattr(tokenizer, "model_max_length", None)  # (ColBERT's documents, then a transformer's input)
+        config = getattr(model, "config", None)
+        # ColBERT's documents (its params', else its checkpoint's length), else a transformer's input
+        limit = getattr(self.op.params, "doc_maxlen", None) or getattr(config, "doc_maxlen", None) \
+            or getattr(model, "max_seq_length", None) or getattr(tokenizer, "model_max_length", None)
         return int(limit) if isinstance(limit, int) and limit < 10**6 else None  # (a tokenizer's "no limit": 1e30)
 
 
