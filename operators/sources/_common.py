@@ -1,7 +1,7 @@
 """What the document sources share: paths, byte ranges, JSONL records (and, from ``_documents``, the field
 mapping params and their use).
 
-A source turns records into a documents table ``docno, title?, text, <metadata>`` (``_documents``). Splits are
+A source turns records into a documents table ``docno, title, text, <metadata>`` (``_documents``). Splits are
 ``FileRange``s: a whole file, or a byte range of one whose lines are owned by the range their first byte falls
 in, so every line is read once.
 """

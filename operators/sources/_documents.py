@@ -2,7 +2,7 @@
 
 ``DocumentParams`` holds the params every document source takes (which field is the id, the text, the title;
 which other fields to keep; a limit; the batch size), and ``DocumentMapper`` applies them to rows (JSONL, SQL)
-or to Arrow tables (Parquet, CSV), giving ``docno, title?, text, <metadata>``.
+or to Arrow tables (Parquet, CSV), giving ``docno, title, text, <metadata>``.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def text_values(values: list[Any]) -> pa.Array:
 
 
 class DocumentMapper:
-    """Applies ``DocumentParams`` to records or tables, giving ``docno, title?, text, <metadata>``."""
+    """Applies ``DocumentParams`` to records or tables, giving ``docno, title, text, <metadata>``."""
 
     def __init__(self, params: DocumentParams, *, op: Any):
         self.p = params
@@ -178,8 +178,8 @@ class DocumentMapper:
             ids = [next((r[f] for f in self.id_fields if not blank(r.get(f))), None) for r in records]
             ids = pa.array([_as_text(i) for i in ids], pa.string())
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
-        if titles is not None:
-            columns["title"] = pc.fill_null(pa.array(titles, pa.string()), "")
+        columns["title"] = pc.fill_null(pa.array(titles if titles is not None else [None] * len(records), pa.string()),
+                                        "")  # always, "" without one: see ``from_table``
         columns["text"] = pc.fill_null(pa.array(texts, pa.string()), "")
         read = [self._id_fields_read(r) for r in records] if self.p.fields is None else None
         for name in extras:
@@ -227,8 +227,9 @@ class DocumentMapper:
                               op=self.op.name, step=self.op.step_id) from None
         ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
-        if titles is not None:
-            columns["title"] = titles
+        # A title column always, "" where there is none: a batch or file without titles beside one with them gave
+        # two schemas, which a flow merged into a null title (``hit["title"][:20]`` failed) after every metadata column.
+        columns["title"] = titles if titles is not None else pa.array([""] * len(texts), pa.string())
         columns["text"] = texts
         read = self.id_fields[:self.id_fields.index(id_name) + 1] if id_name else self.id_fields
         used = {p.text_field, p.title_field, *read}

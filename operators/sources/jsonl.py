@@ -24,7 +24,7 @@ SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 class JsonlSource(Source):
     """Read documents from JSONL files (one JSON object a line), BEIR field names by default.
 
-    Emits ``docno, title (when the records have one), text`` and the other fields
+    Emits ``docno, title ("" where a record has none), text`` and the other fields
     as columns. A big file is cut into newline-aligned byte ranges (``num_splits``)
     that executors read in parallel; every line is read exactly once. A line that is
     not a JSON object, lacks the text field or has an empty one (null, "", whitespace)

@@ -89,10 +89,11 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
     bad = [(b.line, b.reason.split(" (")[0]) for b in items if not isinstance(b, pa.Table)]
     assert bad == [(4, "not valid CSV"), (6, "not valid UTF-8"), (8, "a quote opened on line 8 is never closed")]
     docs = pa.concat_tables(t for t in items if isinstance(t, pa.Table))
-    assert docs.to_pylist() == [{"docno": "r1", "text": "two\r\nlines", "n": 1},
-                                {"docno": "r4", "text": "fine", "n": 4}, {"docno": "r6", "text": "swallowed", "n": 6}]
+    assert docs.to_pylist() == [{"docno": "r1", "title": "", "text": "two\r\nlines", "n": 1},
+                                {"docno": "r4", "title": "", "text": "fine", "n": 4},
+                                   {"docno": "r6", "title": "", "text": "swallowed", "n": 6}]
     at = op.read_rows_at(str(path), [9, 6, 3, 2])  # one pass, each row as read alone
-    assert at[9].to_pylist() == [{"docno": "r6", "text": "swallowed", "n": 6}]
+    assert at[9].to_pylist() == [{"docno": "r6", "title": "", "text": "swallowed", "n": 6}]
     assert at[6].reason.startswith("not valid UTF-8 (byte 0xff at byte 8 of line 6)")
     assert at[3].reason == "no record of the file begins on line 3 now"
     assert {line: got.to_pylist() if isinstance(got, pa.Table) else got for line, got in at.items()} == {
@@ -148,8 +149,8 @@ def test_rows_read_again_together_keep_the_types_each_has_alone(tmp_path):
     path.write_text('_id,text,n\na,one,7\nb,two,x\n')
     op = create("sources.csv", {"path": str(path)})
     got = op.read_rows_at(str(path), [3, 2, 9])
-    assert got[2].to_pylist() == [{"docno": "a", "text": "one", "n": 7}]
-    assert got[3].to_pylist() == [{"docno": "b", "text": "two", "n": "x"}]
+    assert got[2].to_pylist() == [{"docno": "a", "title": "", "text": "one", "n": 7}]
+    assert got[3].to_pylist() == [{"docno": "b", "title": "", "text": "two", "n": "x"}]
     assert got[9].reason == "no record of the file begins on line 9 now"
     cut = tmp_path / "cut.csv.gz"  # a gzip cut short: the rows after where it breaks are not read
     rows = "".join(f"r{i},{hashlib.sha256(bytes(i)).hexdigest()}\n" for i in range(4000))

@@ -102,3 +102,27 @@ def test_sql_blank_ids_and_texts(tmp_path):
     out = op(pa.table({}))
     assert out.column("docno").to_pylist() == ["1", "2", "3", content_doc_id("No id", "rivers")]  # titles alone
     assert op.drain_usage() == {}
+
+
+def _untitled_then_titled(tmp_path, kind: str) -> str:
+    """A folder of two files: the first without a title field, the second with one."""
+    rows = [[{"_id": "a", "text": "untitled eagle"}], [{"_id": "b", "title": "Has", "text": "titled falcon"}]]
+    for n, records in enumerate(rows):
+        path = tmp_path / f"{n}.{kind}"
+        if kind == "jsonl":
+            write_jsonl(path, records)
+        elif kind == "csv":
+            path.write_text(",".join(records[0]) + "\n" + ",".join(records[0].values()) + "\n", encoding="utf-8")
+        else:
+            pq.write_table(pa.Table.from_pylist(records), path)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "parquet"])
+def test_documents_without_a_title_have_an_empty_one_in_every_batch(tmp_path, kind):
+    """A batch (a file) without titles had no title column beside one with it: two schemas, which a flow merged into
+    a null title after every metadata column (a search's ``hit["title"][:20]`` failed)."""
+    op = create(f"sources.{kind}", {"path": _untitled_then_titled(tmp_path, kind)})
+    assert [t.column_names[:3] for t in op.read(None)] == [["docno", "title", "text"]] * 2
+    assert op(pa.table({})).select(["docno", "title"]).to_pylist() == [{"docno": "a", "title": ""},
+                                                                       {"docno": "b", "title": "Has"}]

@@ -129,7 +129,7 @@ def test_missing_text_field_is_an_error_not_a_silent_drop(tmp_path):
     with pytest.raises(SourceError, match=r"line 1: no field 'text'.*'body'"):
         create("sources.jsonl", {"path": str(path)})(pa.table({}))
     out = create("sources.jsonl", {"path": str(path), "text_field": "body"})(pa.table({}))
-    assert out.to_pylist() == [{"docno": "a", "text": "x"}]
+    assert out.to_pylist() == [{"docno": "a", "title": "", "text": "x"}]
 
 
 def test_missing_file_and_empty_glob_name_the_path(tmp_path):
@@ -183,13 +183,14 @@ def test_metadata_fields_are_kept_or_selected(tmp_path):
         {"_id": "b", "text": "y", "url": "u2", "year": None, "tags": []},
     ])
     out = create("sources.jsonl", {"path": str(path)})(pa.table({}))
-    assert out.column_names == ["docno", "text", "url", "year", "tags"]
+    assert out.column_names == ["docno", "title", "text", "url", "year", "tags"]
     assert out.column("year").to_pylist() == [2001, None]
     assert out.column("tags").to_pylist() == ['["p", "q"]', "[]"]
     picked = create("sources.jsonl", {"path": str(path), "fields": ["url", "missing"]})(pa.table({}))
-    assert picked.column_names == ["docno", "text", "url", "missing"]
+    assert picked.column_names == ["docno", "title", "text", "url", "missing"]
     assert picked.column("missing").to_pylist() == [None, None]
-    assert create("sources.jsonl", {"path": str(path), "fields": []})(pa.table({})).column_names == ["docno", "text"]
+    none = create("sources.jsonl", {"path": str(path), "fields": []})(pa.table({}))
+    assert none.column_names == ["docno", "title", "text"]
 
 
 def test_limit_reads_the_first_documents_as_one_split():

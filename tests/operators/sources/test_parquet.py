@@ -69,7 +69,7 @@ def test_column_mapping_metadata_and_content_ids(tmp_path):
     assert out.column("text").to_pylist() == ["first", "", "third"]
     assert out.column("tags").to_pylist() == [["x"], [], ["y", "z"]]
     only = create("sources.parquet", {"path": str(path), "text_field": "body", "fields": ["year"]})(pa.table({}))
-    assert only.column_names == ["docno", "text", "year"]
+    assert only.column_names == ["docno", "title", "text", "year"]
     assert only.column("docno").to_pylist() == [content_doc_id(None, t) for t in ["first", "third"]]
 
 
@@ -118,7 +118,7 @@ def test_binary_metadata_is_text_when_it_is_utf8_and_left_out_naming_it_when_not
                              "digest": pa.array([b"\xff\x00", b"ok"])}), path)
     with caplog.at_level(logging.WARNING, logger="operators.sources"):
         out = create("sources.parquet", {"path": str(path)})(pa.table({}))
-    assert out.column_names == ["docno", "text", "lang"] and out.column("lang").to_pylist() == ["en", None]
+    assert out.column_names == ["docno", "title", "text", "lang"] and out.column("lang").to_pylist() == ["en", None]
     assert out.schema.field("lang").type == pa.string()
     assert "column 'digest' holds bytes that are not UTF-8 text" in caplog.text
     with pytest.raises(SourceError, match="column 'digest' holds bytes that are not UTF-8 text") as err:

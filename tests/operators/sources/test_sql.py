@@ -59,7 +59,7 @@ def test_query_with_beir_names_and_limit(sample_db):
         "limit": 5,
     })
     out = op(pa.table({}))
-    assert out.column_names == ["docno", "text"]
+    assert out.column_names == ["docno", "title", "text"]
     assert out.column("docno").to_pylist() == sample_table().column("docno").to_pylist()[0:10:2]
 
 
