@@ -27,6 +27,7 @@ from operators.base import Source
 from operators.sources._documents import JsonNumber
 from operators.errors import SourceError, shown_name
 from operators.sources._common import (
+    BOM,
     JSON_ARRAY,
     DocumentMapper,
     DocumentParams,
@@ -241,8 +242,7 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
         index, began = -1, False
         try:
             for _, index, raw in iter_lines(FileRange(str(path))):
-                if index == 0:
-                    raw = raw.removeprefix(b"\xef\xbb\xbf")
+                raw = raw.removeprefix(BOM)  # any line's: files that each began with one, joined (``_common``)
                 if not raw.strip():
                     continue
                 if not began and opens_array(raw):  # a JSON array: one failure of the file, not one per line
@@ -301,7 +301,7 @@ def read_line_records(op: Source, path: str, lines: Collection[int]) -> dict[int
         for _, index, raw in iter_lines(FileRange(path)):
             if index + 1 not in wanted:
                 continue
-            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field, decode)
+            record, error = _parse(raw.removeprefix(BOM), text_field, params.title_field, decode)
             if error is not None:
                 got[index + 1] = Failure.of_line(path, index + 1, raw, error)
             else:

@@ -8,6 +8,7 @@ in, so every line is read once.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import itertools
 import json
@@ -36,6 +37,9 @@ from operators.sources.paths import is_gzip
 from operators.unicode import first_broken_text
 
 logger = logging.getLogger("operators.sources")
+
+#: UTF-8's byte-order mark, dropped where it opens a JSONL line.
+BOM = codecs.BOM_UTF8
 
 
 class Located(NamedTuple):
@@ -165,8 +169,9 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
     decode = line_decoder(rng.path, encoding, op)
     try:
         for offset, index, raw in iter_lines(rng):
-            if offset in (0, -1) and index == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            # A UTF-8 byte-order mark opening any line, not the file's alone: JSON text never starts with one, and
+            # JSONL files that each began with one, joined (`cat a.jsonl b.jsonl`), have it at lines inside too.
+            raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
             try:
@@ -241,7 +246,7 @@ def first_record(path: str, encoding: str | None = None, op: Any = None) -> dict
         f.seek(0)
         for raw in f:
             try:
-                record = json.loads(decode(raw.removeprefix(b"\xef\xbb\xbf")), parse_float=JsonNumber)
+                record = json.loads(decode(raw.removeprefix(BOM)), parse_float=JsonNumber)
             except (UnicodeDecodeError, json.JSONDecodeError):
                 continue
             if isinstance(record, dict):

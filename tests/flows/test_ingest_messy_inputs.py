@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+
 from flows.ingestion import ingest
 from operators.store import Index
 
@@ -378,3 +380,17 @@ def test_a_json_array_in_a_jsonl_file_is_a_failure_that_says_what_the_file_holds
         [failure] = Ledger(index).open_failures(Index.open(index).finished_shards())
         assert "holds a JSON array: JSONL holds one object per line" in failure.error, failure.error
         assert failure.path == str(tmp_path / name)
+
+
+def test_jsonl_files_that_each_began_with_a_byte_order_mark_joined_into_one_are_read_whole(tmp_path):
+    """`cat a.jsonl b.jsonl` of files a Windows tool wrote with a BOM: line 2 was a failure ('Unexpected UTF-8 BOM
+    (decode using utf-8-sig)'), in an ingest and in a flow's read step, though --retry-failed read it."""
+    from operators.registry import create
+
+    path = tmp_path / "joined.jsonl"
+    path.write_bytes(b"".join(b"\xef\xbb\xbf" + json.dumps({"_id": i, "text": t}).encode() + b"\r\n"
+                              for i, t in (("a", "hyena den"), ("b", "civet tree"))))
+    assert [r["docno"] for r in create("sources.jsonl", {"path": str(path)})(pa.table({})).to_pylist()] == ["a", "b"]
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (2, 0)
+    assert Index.open(tmp_path / "idx").search_bm25(["civet"], k=1)[0].docnos == ["b"]
