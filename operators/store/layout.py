@@ -132,10 +132,15 @@ def check_not_foreign(path: Path) -> None:
     """Refuse to write a new index among someone's files (``foreign_entries``): ``tessera ingest`` and ``tessera
     index add`` both check it before anything is read or embedded. An empty folder and an index pass."""
     if others := foreign_entries(path):
-        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        raise IndexStoreError(f"{path} is a folder of other files, not an index ({len(others)} "
-                              f"entr{'y' if len(others) == 1 else 'ies'}: {shown}): give a new or empty folder for "
-                              f"the index, e.g. {path / 'index'}")
+        raise IndexStoreError(f"{path} is a folder of other files, not an index ({entries_named(others)}): give a "
+                              f"new or empty folder for the index, e.g. {path / 'index'}")
+
+
+def entries_named(others: list[str]) -> str:
+    """``2 entries: a.txt, b.md`` (the first five, then how many more): a folder of other files named in words that
+    read right for one entry too, as ``tessera index info`` and ``tessera ingest`` refuse it alike."""
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return f"{len(others)} entr{'y' if len(others) == 1 else 'ies'}: {shown}"
 
 
 def check_index_exists(name_or_path: str | os.PathLike) -> Path:
@@ -219,7 +224,7 @@ def read_manifest(path: Path) -> Manifest:
         if (under := not_a_folder(path)) is not None:  # $TESSERA_HOME or its indices/ a file: said, not "build one"
             raise IndexNotFoundError(f"no index at {path}: {under}")
         if others := foreign_entries(path):  # a folder of documents given as the index: ingest it, elsewhere
-            raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({len(others)} entries, "
+            raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({entries_named(others)}; "
                                      f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
         if (first := unfinished_first_ingest(path)) is not None:  # not "build one": one was begun, and resumes
             raise UnfinishedFirstIngestError(path, *first)

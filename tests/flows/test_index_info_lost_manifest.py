@@ -9,6 +9,8 @@ import json
 import os
 import shlex
 
+import pytest
+
 from tests.flows.test_cli import assert_one_line_error, tessera_in_process
 
 
@@ -29,15 +31,19 @@ def test_index_info_names_the_lost_manifest_and_a_shard(tmp_path, monkeypatch, c
                           "manifest.json not found")
 
 
-def test_index_info_on_a_folder_of_documents_says_to_ingest_it_into_another_index(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(("files", "entries"), [(["a.txt", "b.md"], "2 entries: a.txt, b.md"),
+                                                (["a.txt"], "1 entry: a.txt")])
+def test_index_info_on_a_folder_of_documents_says_to_ingest_it_into_another_index(tmp_path, monkeypatch, capsys,
+                                                                                  files, entries):
     """It advised `tessera ingest --source FILE --index DOCS`, which refuses that folder ('a folder of other
-    files'): the folder is the source, not the index."""
+    files'): the folder is the source, not the index. Its entries are named as `tessera ingest` names them (it
+    said `1 entries`, and named none)."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.txt").write_text("honey bees")
-    (docs / "b.md").write_text("opera singers")
+    for name in files:
+        (docs / name).write_text("honey bees")
     proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(docs), home=tmp_path / "home", check=None)
-    line = assert_one_line_error(proc, f"no index at {docs}: it is a folder of other files (2 entries",
+    line = assert_one_line_error(proc, f"no index at {docs}: it is a folder of other files ({entries}; no manifest",
                                  f"tessera ingest --source {docs} --index NAME")
     assert f"--index {docs}`" not in line
 
