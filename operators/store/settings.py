@@ -118,7 +118,7 @@ class IndexSettings(BaseModel):
             names = [n.removeprefix("STOPWORDS_").lower() for n in vars(bm25s.stopwords) if n.startswith("STOPWORDS_")]
             hint = did_you_mean(close_names(value, names))
             raise ValueError(f"'{value}' is no language bm25s has stopwords for (en, de, nl, fr, es, pt, it, ru, sv, "
-                             f"no, zh, tr, ko, da, or their English names); {hint + ' ' if hint else ''}A list of "
+                             f"no, zh, tr, ko, da, or their English names); {hint + ' A' if hint else 'a'} list of "
                              "words, or null for none, is taken too") from None
         return value
 

@@ -66,7 +66,7 @@ def test_a_stemmer_or_stopwords_language_the_libraries_lack_is_refused_in_the_se
 
     with pytest.raises(ValidationError, match="'English' is no PyStemmer language; did you mean 'english'"):
         IndexSettings(dense=False, stemmer="English")
-    with pytest.raises(ValidationError, match="'xx' is no language bm25s has stopwords for"):
+    with pytest.raises(ValidationError, match=r"'xx' is no language bm25s has stopwords for .*names\); a list of"):
         IndexSettings(dense=False, stopwords="xx")
     with pytest.raises(ValidationError, match=r"'germn' is no language .*English names\); did you mean 'german'\? "
                                               "A list of words"):
