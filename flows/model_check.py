@@ -1,31 +1,27 @@
 """Every model a piece of work needs, checked before any of it starts.
 
-A flow that needs a model nobody trained yet used to fail at the step that loads it,
-after the work before that step (a dense index build can take many minutes), and the
-error named one model and neither the flow nor the step. Here each operator declares the
-models its params name (``Operator.required_models``). For a step that reads an index
-not built yet, the encoder of the index that will be built counts too: the flow's
-``index_settings.encoder``, when the step needs vectors (its ``index_features``). Every
-reference is resolved (``operators.models.resolve_model_path``, which loads nothing),
-and one ``MissingModelsError`` names every missing model with each flow and step that
-needs it. A model a step loads as a cross-encoder must also be one: a bi-encoder folder
-there would be refused only when the step loads it (at a Serve replica's start), so its
-config.json is read here (``check_cross_encoder``; no weights are loaded). Likewise a model
-a step embeds with (``embed.*``'s ``model``, the encoder of an index searched or built)
-must not be a cross-encoder or a ColBERT model (``check_sentence_embedder``), which
-sentence-transformers would load with an untrained pooling and embed by without a word,
-and ``rerank.colbert``'s must hold a ColBERT projection, of this Tessera's format when it is Tessera's own
-layout (``check_colbert``). A step inside
-another (``retrieve.multi_collection``'s postprocessors, ``Operator.nested_operators``) is
-checked as that step. A language model's alias (``local``) where such a model belongs is
-refused as a model of the wrong kind, saying which kind the step loads.
+A flow that needs a model nobody trained yet used to fail at the step that loads it, after the work before that step
+(a dense index build can take many minutes), and the error named one model and neither the flow nor the step. Here
+each operator declares the models its params name (``Operator.required_models``). For a step that reads an index not
+built yet, the encoder of the index that will be built counts too: the flow's ``index_settings.encoder``, when the
+step needs vectors (its ``index_features``). Every reference is resolved (``operators.models.resolve_model_path``,
+which loads nothing), and one ``MissingModelsError`` names every missing model with each flow and step that needs it.
+A model a step loads as a cross-encoder must also be one: a bi-encoder folder there would be refused only when the
+step loads it (at a Serve replica's start), so its config.json is read here (``check_cross_encoder``; no weights are
+loaded). Likewise a model a step embeds with (``embed.*``'s ``model``, the encoder of an index searched or built)
+must not be a cross-encoder or a ColBERT model (``check_sentence_embedder``), which sentence-transformers would load
+with an untrained pooling and embed by without a word, and ``rerank.colbert``'s must hold a ColBERT projection, of
+this Tessera's format when it is Tessera's own layout (``check_colbert``). A step inside another
+(``retrieve.multi_collection``'s postprocessors, ``Operator.nested_operators``) is checked as that step. A language
+model's alias (``local``) where such a model belongs is refused as a model of the wrong kind, saying which kind the
+step loads.
 
 An environment variable a step reads (``Operator.required_env``: ``rerank.api``'s
 ``api_key_env``, the ``api_key_env`` of a language model step's alias) is checked by
-``check_env``, which both executors, ``tessera bench`` (before it builds an index) and the
-service's request preparation call before a run's first step: an unset key was found only at
-its step, after the retrieval before it. A step inside another (``Operator.nested_operators``)
-is checked as that step, its param named in full (``params.postprocess.0.params.api_key_env``).
+``check_env``, which both executors, ``tessera bench`` (before it builds an index) and the service's request
+preparation call before a run's first step: an unset key was found only at its step, after the retrieval before
+it; so was an Ollama server that does not answer. A step inside another (``Operator.nested_operators``) is
+checked as that step, its param named in full (``params.postprocess.0.params.api_key_env``).
 
 ``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
 ``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
@@ -142,13 +138,14 @@ class MissingEnvError(SpecError):
 
 def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
     """Raise ``MissingEnvError`` naming every unplaced step of ``flow`` and the variable it reads
-    (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing
-    only at its step, would come after the retrieval before it). ``name``: what to call the flow (a benchmark's
-    name for it), default its spec's name. A language-model step's own pre-run checks come first
-    (``operators.llm.step.check_before_run``)."""
+    (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing only
+    at its step, would come after the retrieval before it). ``name``: what to call the flow (a benchmark's name for
+    it), default its spec's name. A language-model step's own pre-run checks come first (``operators.llm.step.
+    check_before_run``); last, each Ollama server a step's model is on must answer (``ModelUnreachableError``)."""
     import os
 
     from operators.extras import check_extras
+    from operators.llm.reachable import check_servers_answer
     from operators.llm.step import check_before_run
 
     built = flow if isinstance(flow, Flow) else flow.build()
@@ -167,6 +164,7 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
             f"flow {name or built.name}: environment variable{'' if one else 's'} {named} "
             f"{'is' if one else 'are'} not set here, so nothing was run: export {'it' if one else 'them'} before the "
             "run", missing, step=step, field=f"steps.{step}.{where}")
+    check_servers_answer({step: built.operators[step] for step in unplaced})  # gemma2, no Ollama: each answer failed
 
 
 def operator_env(op: Operator) -> dict[str, str]:

@@ -166,12 +166,14 @@ def check_models_here(flow: Any) -> None:
     with another encoder than the flow's is a 422. Every
     environment variable they read (``rerank.api``'s ``api_key_env``, a language model alias's key) is set here,
     else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
-    that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
+    that step, after the retrieval in front of it. A model on an Ollama server that does not answer is a 503
+    ``model_unreachable``. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import public_train_command
     from operators.errors import SettingError
     from operators.extras import MissingExtraError
+    from operators.llm.reachable import ModelUnreachableError
 
     try:  # the command that makes a model, its dataset by a stand-in: the recipe's path is the clone's layout
         check_models([flow], how_to_make=public_train_command)
@@ -186,6 +188,8 @@ def check_models_here(flow: Any) -> None:
     except MissingExtraError as err:  # the server's install, not the request
         raise ApiError(503, f"the flow was not run: {err.message}", kind="server_error",
                        code="extra_not_installed") from None
+    except ModelUnreachableError as err:  # the server's Ollama down: each answer would fail after the retrieval
+        raise ApiError(503, f"the flow was not run: {err}", kind="server_error", code="model_unreachable") from None
     except SettingError as err:  # the server's own setting ($TESSERA_LLM_THREADS), not the request's
         raise ApiError(503, f"a setting of the service is wrong, so the flow was not run: {err.message}",
                        kind="server_error", code="setting_invalid") from None

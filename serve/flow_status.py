@@ -110,7 +110,9 @@ def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: 
         check_step_count(spec, service.limits)  # as a request's flow is counted, before it is built
         confined = confine_spec(spec, service.index_roots, service.data_roots)  # as a run is
         service.checked_flow(service.place(confined), ["a query"])
-    except (TesseraError, ApiError) as err:
+    except ApiError as err:  # an Ollama server down is the moment's, not the flow's: kept here, it went stale when
+        return None if err.code == "model_unreachable" else str(err)  # the server came up (a request's 503 says it)
+    except TesseraError as err:
         return str(err)
     return None
 

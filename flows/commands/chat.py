@@ -66,12 +66,18 @@ def handle(args: argparse.Namespace) -> int:
     from flows.executors import make_executor
     from flows.model_check import check_env, check_models
     from flows.train import train_command
+    from operators.llm.reachable import ModelUnreachableError
 
     refuse_cache_dir_without_cache(args)
     flow = _answering_flow(args)
     check_models([flow], how_to_make=train_command)
-    check_env(flow)  # a model's key unset: said before the greeting, not after the first question
-    _check_ollama_answers(flow, given=args.model is not None)
+    try:  # a model's key unset, its Ollama server not answering: said before the greeting, not at each question
+        check_env(flow)
+    except ModelUnreachableError as err:
+        if args.model is None:  # the flow's own model: the error names its step and field
+            raise
+        raise CliError(f"model '{err.model}' cannot be reached: {err.why}; or give another --model (tessera models "
+                       "says which answer)", field="--model") from None
     cache = step_cache(args)
     if cache is not None:
         cache.check()  # a bad --cache-dir or $TESSERA_HOME is said now, not after the first question
@@ -176,25 +182,6 @@ def _answering_flow(args: argparse.Namespace) -> Any:
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params,
                                                                           "model": args.model}})
     return flow.spec.model_copy(update={"steps": steps}).build()
-
-
-def _check_ollama_answers(flow: Any, given: bool) -> None:
-    """Refuse, before the greeting, a flow whose model is on an Ollama server that does not answer (``gemma2`` with
-    no Ollama running): each question failed after the search and its retries, the chat going on as if answering."""
-    from operators.llm.aliases import resolve
-    from operators.llm.reachable import reachability
-    from operators.llm.step import LLMStep
-
-    for step_id, op in flow.operators.items():
-        model = getattr(op.params, "model", None) if isinstance(op, LLMStep) else None
-        alias = resolve(model) if model else None
-        if alias is None or alias.provider not in ("ollama", "ollama_chat"):
-            continue
-        ok, why = reachability(alias)
-        if not ok:
-            raise CliError(f"model '{model}' cannot be reached: {why}; or give another --model (tessera models "
-                           "says which answer)", **({"field": "--model"} if given else
-                                                    {"step": step_id, "field": "params.model"}))
 
 
 def _index_of(flow: Any) -> str | None:

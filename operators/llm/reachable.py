@@ -4,9 +4,50 @@ from __future__ import annotations
 
 import os
 
+from typing import TYPE_CHECKING, Mapping
+
+from operators.errors import TesseraError
 from operators.llm.aliases import ModelAlias, serverless
 
+if TYPE_CHECKING:
+    from operators.base import Operator
+
 OLLAMA_DEFAULT = "http://localhost:11434"
+
+
+class ModelUnreachableError(TesseraError):
+    """A language-model step's server does not answer here (``gemma2`` with no Ollama running); nothing was run.
+    This machine's state, not the spec's mistake. ``model``: the step's model as given; ``why``: what the probe
+    found and what to do (``reachability``)."""
+
+    def __init__(self, model: str, why: str, *, step: str | None = None, field: str | None = None):
+        self.model, self.why = model, why
+        super().__init__(f"model '{model}' cannot be reached: {why}; or give the step another model (tessera models "
+                         "says which answer)", step=step, field=field)
+
+
+def check_servers_answer(operators: Mapping[str, "Operator"], *, timeout: float = 1.0) -> None:
+    """Raise ``ModelUnreachableError`` for the first step of ``operators`` (by step id; a step inside another too)
+    that calls a language model on an Ollama server that does not answer, before any step runs: each query's call
+    failed after the retrieval in front of it and its retries, the run ending with every answer degraded. A model
+    is a param marked ``llm_model`` of a step that calls one (``Operator.calls_model``: not ``query.contextualize``
+    with ``method: history``). Each server is asked once (``GET /api/tags``), within ``timeout`` seconds."""
+    from operators.llm.aliases import resolve
+    from operators.local_files import marked_params
+
+    answers: dict[str, tuple[bool, str]] = {}
+    for step, op in operators.items():
+        for where, each in op.walk(f"steps.{step}"):
+            names = marked_params(type(each.params), "llm_model") if each.calls_model() else []
+            for name in names:
+                alias = resolve(model := getattr(each.params, name))
+                if alias.provider not in ("ollama", "ollama_chat"):
+                    continue
+                if ollama_base(alias) not in answers:
+                    answers[ollama_base(alias)] = reachability(alias, timeout=timeout)
+                ok, why = answers[ollama_base(alias)]
+                if not ok:
+                    raise ModelUnreachableError(model, why, step=step, field=f"{where}.params.{name}")
 
 
 def ollama_base(alias: ModelAlias) -> str:

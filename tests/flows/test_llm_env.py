@@ -107,15 +107,21 @@ def test_only_the_models_a_step_calls_declare_their_key(corpus):
     assert "$DEEPSEEK_API_KEY (step hops, params.follow_up_model)" in caught.value.message
 
 
-def test_bench_refuses_an_unset_reranker_key_before_building_any_index(corpus, tmp_path, monkeypatch, capsys):
-    from flows.commands import main
-
-    monkeypatch.delenv("TESSERA_TEST_BENCH_KEY", raising=False)
+def tiny_dataset(tmp_path: Path, corpus: str) -> Path:
+    """A BEIR folder of ``corpus`` with one judged query, for ``tessera bench``."""
     dataset = tmp_path / "tiny"
     (dataset / "qrels").mkdir(parents=True)
     (dataset / "corpus.jsonl").write_text(Path(corpus).read_text())
     (dataset / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "honey bees"}) + "\n")
     (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    return dataset
+
+
+def test_bench_refuses_an_unset_reranker_key_before_building_any_index(corpus, tmp_path, monkeypatch, capsys):
+    from flows.commands import main
+
+    monkeypatch.delenv("TESSERA_TEST_BENCH_KEY", raising=False)
+    dataset = tiny_dataset(tmp_path, corpus)
     spec = tmp_path / "reranked.yaml"
     spec.write_text(json.dumps({"name": "reranked", "steps": {
         "bm25": {"op": "retrieve.bm25", "params": {"k": 2}},
@@ -155,3 +161,38 @@ def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tess
     check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
     reachable, why = reachability(resolve("nokey_vllm"))
     assert not reachable and why == "no server answers on http://127.0.0.1:9/v1 (ConnectionError)"
+
+
+def test_a_model_on_an_ollama_server_that_does_not_answer_is_refused_before_any_step(corpus, tmp_path, monkeypatch,
+                                                                                      capsys, llm_fault_server):
+    """``tessera run``, ``tessera bench`` and ``Flow.run`` with ``gemma2`` and no Ollama running ran the retrieval,
+    then each query's answer failed after its retries ("connection refused"), the run ending with degraded answers
+    and exit 0. ``tessera chat`` alone refused it (tests/flows/test_chat_command.py)."""
+    from flows.commands import main
+    from operators.llm.testing import closed_port
+
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{closed_port()}")
+    spec = tmp_path / "rag_ollama.yaml"
+    spec.write_text(json.dumps(rag(corpus, "gemma2")))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(spec), "--queries", "honey bees", "--no-cache", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not out.exists(), err
+    assert "step 'answer', field 'steps.answer.params.model': model 'gemma2' cannot be reached: no Ollama server " \
+           "answers on http://127.0.0.1:" in err and "or give the step another model" in err, err
+    indices, bench_out = tmp_path / "indices", tmp_path / "bench"
+    assert main(["bench", "--dataset", str(tiny_dataset(tmp_path, corpus)), "--flow", "bm25", "--flow",
+                 f"rag={spec}", "--out", str(bench_out), "--index-dir", str(indices), "--no-mlflow", "--quiet"]) == 2
+    assert "model 'gemma2' cannot be reached" in capsys.readouterr().err
+    assert not indices.exists() and not bench_out.exists()
+    from operators.llm.reachable import ModelUnreachableError
+
+    events = []
+    with pytest.raises(ModelUnreachableError) as caught:
+        Flow.load(rag(corpus, "gemma2")).run("honey bees", progress=events.append)
+    assert (caught.value.step, caught.value.field) == ("answer", "steps.answer.params.model") and events == []
+    history = {"name": "chat", "steps": {"standalone": {"op": "query.contextualize", "params": {
+        "method": "history", "model": "gemma2"}}, "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": corpus}}}}
+    check_env(Flow.load(history).built)  # a step that calls no model asks no server
+    monkeypatch.setenv("OLLAMA_API_BASE", llm_fault_server.base)  # answers GET /api/tags as Ollama does
+    check_env(Flow.load(rag(corpus, "gemma2")).built)

@@ -194,7 +194,8 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words")) for flow in ("hybrid", "bm25")])
 
 
-def test_a_bad_llm_threads_setting_is_refused_before_any_step_when_the_embedded_model_runs(monkeypatch):
+def test_a_bad_llm_threads_setting_is_refused_before_any_step_when_the_embedded_model_runs(monkeypatch,
+                                                                                          llm_fault_server):
     """TESSERA_LLM_THREADS=many was found at the answer step, after the retrieval and the context had run."""
     from flows.model_check import check_env
     from operators.errors import SettingError
@@ -208,6 +209,7 @@ def test_a_bad_llm_threads_setting_is_refused_before_any_step_when_the_embedded_
     monkeypatch.setenv("TESSERA_LLM_THREADS", "many")
     with pytest.raises(SettingError, match=r"TESSERA_LLM_THREADS must be a whole number, 1 or more \(got 'many'\)"):
         check_env(answering("local"))
+    monkeypatch.setenv("OLLAMA_API_BASE", llm_fault_server.base)  # an Ollama server that answers
     check_env(answering("ollama_chat/gemma2"))  # a model elsewhere: the setting is not read, nothing to refuse
     check_env(FlowSpec.load("bm25"))
     monkeypatch.setenv("TESSERA_LLM_THREADS", "2")

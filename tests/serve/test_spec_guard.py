@@ -86,11 +86,34 @@ def test_a_language_model_only_by_alias(service, model):
     assert refused(service, hops, "model_not_allowed").param == "steps.hops.params.follow_up_model"
 
 
-def test_aliases_and_the_packaged_embedded_model_are_served(service, monkeypatch):
+def test_aliases_and_the_packaged_embedded_model_are_served(service, monkeypatch, llm_fault_server):
     monkeypatch.setenv("DEEPSEEK_API_KEY", "k-123")  # DeepSeekv3's key (unset: env_not_set)
+    monkeypatch.setenv("OLLAMA_API_BASE", llm_fault_server.base)  # gemma2's server answers (else model_unreachable)
     for model in ("local", "gemma2", "DeepSeekv3", "tessera/smollm2-135m-instruct"):
         prepared(service, {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
                            "answer": {"op": "generate.answer", "params": {"model": model}}})
+
+
+def test_a_model_on_an_ollama_server_that_does_not_answer_is_the_services_503_not_the_flows(service, monkeypatch):
+    """Accepted, each query's answer failed after the retrieval and its retries, degraded. The server's state, not
+    the flow's: ``GET /flows`` still lists a flow naming that model as runnable (its status is kept per version of
+    the flow's file, and would stay so after the server came up)."""
+    from flows import store as flow_store
+    from flows.spec import FlowSpec
+    from operators.llm.testing import closed_port
+    from serve.flow_resolution import flow_owner
+    from serve.flow_status import flow_problem, versions
+
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{closed_port()}")
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+             "answer": {"op": "generate.answer", "params": {"model": "gemma2"}}}
+    with pytest.raises(ApiError) as err:
+        service.prepare({"flow": {"steps": steps}, "query": "honey"}, "local")
+    assert (err.value.status, err.value.code, err.value.kind) == (503, "model_unreachable", "server_error")
+    assert "model 'gemma2' cannot be reached: no Ollama server answers on http://127.0.0.1:" in err.value.message
+    flow_store.save("ollama_rag", FlowSpec.parse({"steps": {**steps, "bm25": {
+        "op": "retrieve.bm25", "params": {"k": 3, "index": "news"}}}}), owner=flow_owner("local"))
+    assert flow_problem("ollama_rag", "local", versions()) is None
 
 
 def test_a_model_path_only_inside_the_model_repository(service, tmp_path):
