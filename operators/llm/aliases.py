@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,6 +67,18 @@ class ModelAlias(BaseModel):
         if not good:
             raise ValueError(f"must be a server's URL, http:// or https:// and its host (such as "
                              f"http://localhost:8000/v1), not {short_repr(value)}")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        """An ``api_key_env`` that names no variable (the key itself pasted there: ``sk-...``) was taken as one: the
+        run's check then printed it as "$sk-... is not set", the service's 422 answered it to its client. Refused
+        without its value, which may be a key."""
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the name of the environment variable that holds the key (letters, digits and _, "
+                             "such as DEEPSEEK_API_KEY), not the key: export the key in that variable; a key is never "
+                             "written in a models file")
         return value
 
     @property

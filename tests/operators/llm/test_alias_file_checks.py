@@ -195,3 +195,16 @@ def test_an_api_base_that_is_no_servers_url_is_refused_naming_the_alias_field_an
     assert err.message.endswith(f" (in {models})")
     models.write_text("mine:\n  model: hosted_vllm/x\n  api_base: https://gpu-node:8000/v1\n")
     assert aliases()["mine"].api_base == "https://gpu-node:8000/v1"
+
+
+@pytest.mark.parametrize("value", ["sk-proj-abc123secret", "my key", "", "1KEY"])
+def test_an_api_key_env_that_names_no_variable_is_refused_without_its_value(tmp_path, monkeypatch, capfd, value):
+    """The key itself pasted as ``api_key_env`` was taken as a variable's name: ``tessera run`` printed it ("$sk-...
+    is not set"), and the service's 422 ``env_not_set`` answered it to its client."""
+    models = tmp_path / "models.yaml"
+    models.write_text(json.dumps({"mine": {"model": "openai/gpt-4o-mini", "api_key_env": value}}))
+    done = tessera_here(monkeypatch, capfd, tmp_path, models, "run", "answer_only", "-q", "hi", "--set",
+                        "answer.model=mine")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "field 'mine.api_key_env': must be the name of the environment variable that holds the key" in done.stderr
+    assert f"(in {models})" in done.stderr and (not value or value not in done.stderr), done.stderr
