@@ -56,15 +56,7 @@ class ModelAlias(BaseModel):
     def _server_url(cls, value: Any) -> Any:
         """An ``api_base`` that is no http(s) URL naming a host (``localhost:8000``, ``5``) passed until a call
         failed obscurely ("no server answers on localhost:8000 (InvalidSchema)"): refused as the file is read."""
-        if value is None:
-            return None
-        try:
-            parts = urlsplit(value) if isinstance(value, str) else None
-            good = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) \
-                and parts.port != 0 and not any(char.isspace() for char in value)
-        except ValueError:  # a port that is no number, or out of range
-            good = False
-        if not good:
+        if value is not None and not is_server_url(value):
             raise ValueError(f"must be a server's URL, http:// or https:// and its host (such as "
                              f"http://localhost:8000/v1), not {short_repr(value)}")
         return value
@@ -88,6 +80,16 @@ class ModelAlias(BaseModel):
     @property
     def embedded(self) -> bool:
         return self.provider == EMBEDDED_PROVIDER
+
+
+def is_server_url(value: Any) -> bool:
+    """Whether ``value`` is an http(s) URL naming a host (an alias's ``api_base``, ``$OLLAMA_API_BASE``)."""
+    try:
+        parts = urlsplit(value) if isinstance(value, str) else None
+        return parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and parts.port != 0 and not any(char.isspace() for char in value)
+    except ValueError:  # a port that is no number, or out of range
+        return False
 
 
 def user_file() -> Path | None:

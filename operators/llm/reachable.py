@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Mapping
 
 from operators.errors import TesseraError
-from operators.llm.aliases import ModelAlias, serverless
+from operators.llm.aliases import ModelAlias, is_server_url, serverless
 
 if TYPE_CHECKING:
     from operators.base import Operator
@@ -117,6 +117,9 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         import requests
 
         base = ollama_base(alias)
+        if not alias.api_base and not is_server_url(base):  # "localhost:11434" was "no server answers (InvalidSchema)"
+            return False, (f"$OLLAMA_API_BASE is {base!r}, not a server's URL: give http:// or https:// and its host "
+                           "(such as http://localhost:11434)")
         try:
             requests.get(f"{base}/api/tags", timeout=timeout).raise_for_status()
         except requests.RequestException as err:

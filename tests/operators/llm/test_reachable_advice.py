@@ -17,3 +17,23 @@ def test_an_ollama_alias_with_its_own_api_base_is_told_to_change_that(monkeypatc
     monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{port}")
     ok, why = reachability(ModelAlias(model="ollama_chat/x"), timeout=2)
     assert not ok and why.endswith("start it (ollama serve), or set OLLAMA_API_BASE to where it runs"), why
+
+
+def test_an_ollama_api_base_without_its_scheme_is_said_to_be_no_url(monkeypatch):
+    """``OLLAMA_API_BASE=localhost:11434`` said "no Ollama server answers on localhost:11434 (InvalidSchema); ... or
+    set OLLAMA_API_BASE to where it runs", which it was set to; a run of a flow naming such a model is refused so."""
+    from flows.model_check import check_env
+    from flows.spec import FlowSpec
+    from operators.llm.reachable import ModelUnreachableError
+
+    monkeypatch.setenv("OLLAMA_API_BASE", "localhost:11434")
+    ok, why = reachability(ModelAlias(model="ollama_chat/x"), timeout=2)
+    assert not ok and why == ("$OLLAMA_API_BASE is 'localhost:11434', not a server's URL: give http:// or https:// "
+                              "and its host (such as http://localhost:11434)"), why
+    spec = FlowSpec.parse({"steps": {"answer": {"op": "generate.answer", "params": {"model": "gemma2"}}}})
+    try:
+        check_env(spec)
+    except ModelUnreachableError as err:
+        assert err.field == "steps.answer.params.model" and "$OLLAMA_API_BASE is 'localhost:11434'" in err.message
+    else:
+        raise AssertionError("not refused")
