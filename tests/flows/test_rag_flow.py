@@ -103,7 +103,9 @@ def answer_spec(tmp_path, model: str, **answer: object) -> str:
 
 
 def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monkeypatch, run_cli):
-    """The degraded reason and `tessera models --check` name the alias, its litellm model and its server."""
+    """The degraded reason and `tessera models --check` name the alias, its litellm model and its server. An Ollama
+    server that does not answer is refused before the run (tests/flows/test_llm_env.py); a server named by api_base
+    is asked at the call."""
     import socket
 
     with socket.socket() as closed:  # a port nothing listens on
@@ -114,12 +116,14 @@ def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monke
                       f"gone_api: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     monkeypatch.setenv("GONE_KEY", "sk-gone-secret")
-    status, out = run_cli("run", answer_spec(tmp_path, "gone", num_retries=0), "--queries", "honey bees", "--json",
-                          "--quiet", "--no-cache")
+    assert run_cli("run", answer_spec(tmp_path, "gone", num_retries=0), "--queries", "honey bees", "--json",
+                   "--quiet", "--no-cache") == (2, "")
+    status, out = run_cli("run", answer_spec(tmp_path, "gone_api", num_retries=0), "--queries", "honey bees",
+                          "--json", "--quiet", "--no-cache")
     degraded = json.loads(out)["metadata"]["1"]["degraded"]
     assert status == 0 and degraded["step"] == "answer"
-    assert degraded["reason"].startswith(f"connection: model 'gone' (ollama_chat/gemma2 at http://127.0.0.1:{port}): "
-                                         "connection refused: no Ollama server runs there; start it there")
+    assert degraded["reason"].startswith(f"connection: model 'gone_api' (openai/x at http://127.0.0.1:{port}/v1): "
+                                         "connection refused: no server listens there; start it"), degraded
     status, out = run_cli("models", "gone_api", "--check", "--json")
     (row,) = json.loads(out)["models"]
     assert not row["reachable"] and "check" not in row  # no prompt is sent to a server that does not answer
