@@ -14,8 +14,9 @@ from operators.errors import OperatorError
 
 def read_messages(value: Any, *, qid: str, column: str, op: str, step: str | None) -> list[dict[str, Any]]:
     """The messages of one query's ``column`` value: a list of ``{role, content}`` dicts, or the same as JSON text;
-    None is no conversation. Anything else is an ``OperatorError`` naming the query and the column."""
-    if value is None:
+    None, or text that is empty or blank (a first turn's cell in a table), is no conversation. Anything else is an
+    ``OperatorError`` naming the query and the column."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return []
     if isinstance(value, str):
         try:

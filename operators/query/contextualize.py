@@ -182,5 +182,6 @@ def _words(text: str) -> set[str]:
 
 
 def history_form(question: str, earlier: list[tuple[str, str]]) -> str:
-    """The question with the conversation's last turns after it: ``question (turn; turn)``."""
-    return f"{question.strip()} ({'; '.join(text for _, text in earlier)})"
+    """The question with the conversation's last turns after it: ``question (turn; turn)``; an empty question is the
+    turns alone, ``(turn; turn)``, with no space before them."""
+    return f"{question.strip()} ({'; '.join(text for _, text in earlier)})".lstrip()

@@ -65,6 +65,17 @@ def test_a_conversation_that_is_not_messages_names_the_query_and_column():
         create("query.contextualize", {"messages_column": "talk"})(table)
 
 
+@pytest.mark.parametrize("blank", ["", "  \n"])
+def test_a_blank_messages_cell_is_a_first_turn_and_an_empty_question_gets_the_turns_alone(blank):
+    """A table whose first turns leave the messages cell empty (a DataFrame's "") failed the step ("is text but not
+    JSON"); an empty question's history form began with a space."""
+    table = sample_queries(2).append_column("messages", pa.array([blank, json.dumps(HONEY)]))
+    table = table.set_column(1, "query", pa.array(["which insects make honey", ""]))
+    out = create("query.contextualize", {})(table)
+    assert out.column("query").to_pylist() == ["which insects make honey",
+                                               "(Which insects make honey?; Honey bees make honey.)"]
+
+
 def test_the_history_form_needs_no_model_and_is_cached_at_any_temperature():
     # a model on a server that does not run here (Ollama's): a call to it would fail
     op = create("query.contextualize", {"model": "ollama_chat/nothing-here", "temperature": 0.7})

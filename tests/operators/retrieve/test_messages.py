@@ -92,6 +92,13 @@ def test_a_query_without_messages_keeps_its_rows():
     assert set(out.column("source").to_pylist()) == {"retrieval"}
 
 
+def test_a_blank_messages_cell_is_no_conversation():
+    """A table whose first turns leave the messages cell empty ("") was refused as "text but not JSON"."""
+    results = sample_results(1, 3).append_column("messages", pa.array([""] * 3, pa.string()))
+    out = create("retrieve.messages")(results)
+    assert out.column("docno").to_pylist() == results.column("docno").to_pylist()
+
+
 def test_bad_messages_name_the_column():
     queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": ["not json"]})
     with pytest.raises(OperatorError, match="params.messages_column.*not JSON"):
