@@ -182,8 +182,9 @@ class AnswerGenerator(LLMStep):
         contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
                     for qid, rows in groups.items()}
         abstaining = self._abstaining(groups)
+        blank = {qid for qid, query in queries.items() if not query.strip()}  # nothing asked: no call, degraded
         prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups
-                   if qid not in abstaining}
+                   if qid not in abstaining and qid not in blank}
         streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
         replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
@@ -191,6 +192,10 @@ class AnswerGenerator(LLMStep):
             numbers = [None] * rows.num_rows if closed_book else rows.column(p.index_column).to_pylist()
             if qid in abstaining:
                 self._abstain(qid, streams)
+                out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
+                continue
+            if qid in blank:
+                self.degrade(qid, "the question is empty: nothing to answer, so the model was not called")
                 out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
                 continue
             reply = replies[qid]

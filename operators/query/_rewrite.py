@@ -128,7 +128,8 @@ class QueryRewriter(LLMStep):
             origin = str(row.get("original_qid") or row["qid"])
             if str(row["qid"]) not in asked and queries[str(row["qid"])] not in added.setdefault(origin, []):
                 added[origin].append(queries[str(row["qid"])])
-        replies = self.candidates(asked) if asked else {}
+        wanted = {qid: text for qid, text in asked.items() if text.strip()}  # an empty question is not sent
+        replies = self.candidates(wanted) if wanted else {}
         out: list[dict[str, Any]] = []
         for row in rows:
             qid = str(row["qid"])
@@ -157,7 +158,11 @@ class QueryRewriter(LLMStep):
         """The valid, novel queries of ``replies`` (novel against ``query`` and the ``earlier`` rewriters' ones), or
         the fallback; they and the count of lines each check left out go to the query's metadata."""
         left_out: Counter[str] = Counter()
-        kept = self._choose(qid, query, replies, earlier, left_out)
+        if query.strip():
+            kept = self._choose(qid, query, replies, earlier, left_out)
+        else:
+            kept = []
+            self.degrade(qid, "the question is empty: nothing to rewrite, so the model was not called")
         self.emit_metadata(qid, self.metadata_key, {"kept": [text for _, text in kept], "left_out": dict(left_out)})
         return kept
 

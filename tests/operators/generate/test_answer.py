@@ -159,6 +159,21 @@ def test_a_failure_keeps_the_rows_and_marks_the_query_degraded(fault_models, cap
     assert usage.get("failed", 0) == (0 if model == "fault-junk" else 1)  # junk is a reply: tokens, not a failure
 
 
+@pytest.mark.parametrize("blank", ["", "  ", None])
+def test_an_empty_question_is_not_sent_and_degrades_its_query_alone(fault_models, blank):
+    """An empty question was sent with its context; the model's reply to nothing ("The original document is
+    missing") was kept as the answer."""
+    table = with_context(sample_results(2, 2))
+    table = table.set_column(table.column_names.index("query"), "query",
+                             pa.array([blank, blank, "which insects make honey", "which insects make honey"]))
+    op = create("generate.answer", {"model": "fault-ok", "question_column": "query"}, step_id="answer")
+    out = op(table)
+    meta = op.drain_metadata()
+    assert out.num_rows == 4 and out.column("cited").to_pylist()[:2] == [False, False]
+    assert "the question is empty" in meta["q1"]["degraded"]["reason"] and "answer" not in meta["q1"]
+    assert meta["q2"]["answer"] == "Honey bees make honey [1]." and fault_models.attempts["ok"] == 1
+
+
 def test_a_server_down_for_a_whole_batch_logs_a_few_queries_then_one_line(fault_models, caplog):
     """Each failed query is marked in the metadata; the log names the first few and says the rest go to debug,
     instead of a warning per query (a storm over hundreds of rows buried the run's own output)."""

@@ -383,3 +383,17 @@ def test_a_cached_row_keeps_the_question_as_asked_that_its_input_gives(fault_mod
     assert asked("where do they live?") == {"where do they live?"}
     assert asked("and their homes?") == {"and their homes?"}
     assert asked("where do they live?") == {"where do they live?"}
+
+
+@pytest.mark.parametrize("name", ["query.expand", "query.decompose", "query.keywords"])
+def test_an_empty_question_is_not_sent_and_degrades_its_query(fault_models, name):
+    """An empty question was sent; the model's lines about nothing became extra queries of it."""
+    import pyarrow as pa
+
+    fault_models.reply = "honey bee pollination\nbumblebee nectar gathering"
+    table = pa.table({"qid": ["q1", "q2"], "query": ["", "   "]})
+    op = create(name, {"model": "fault-ok"}, step_id="x")
+    out = op(table)
+    assert out.column("qid").to_pylist() == ["q1", "q2"] and fault_models.attempts["ok"] == 0
+    meta = op.drain_metadata()
+    assert all("the question is empty" in meta[q]["degraded"]["reason"] for q in ("q1", "q2"))
