@@ -152,7 +152,7 @@ class ContextBuilder(Operator):
         from operators.generate.sentences import ranked_sentences
 
         p = self.params
-        taken = min(len(rows), p.max_documents or len(rows), max(p.max_context_length // p.min_block_tokens, 1))
+        taken = min(len(rows), p.max_documents or len(rows), p.max_context_length // p.min_block_tokens)
         headers, candidates = [], []  # per row: its header, its sentences as (position, sentence), first kept first
         for n, row in enumerate(rows[:taken], start=1):
             text = (row.get(p.text_column) or "").strip()

@@ -95,3 +95,11 @@ def test_share_cuts_at_a_token_only_where_not_one_sentence_fits(tokens):
 def test_share_leaves_out_the_rows_a_share_would_starve():
     out = create("generate.context", {"max_context_length": 64, "fit": "share", "min_block_tokens": 32})(results())
     assert out.column("context_index").to_pylist() == [1, 2, None, None, None]
+
+
+@pytest.mark.parametrize("fit", ["rank", "share"])
+def test_a_budget_below_min_block_tokens_leaves_every_row_out_with_either_fit(fit):
+    """share gave the best row a block cut to "[ …" below min_block_tokens, numbered 1 as if the model could read it;
+    rank left it out."""
+    out = create("generate.context", {"max_context_length": 8, "fit": fit, "min_block_tokens": 32})(results())
+    assert out.column("context_index").to_pylist() == [None] * 5 and out.column("context")[0].as_py() == ""
