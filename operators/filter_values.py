@@ -255,3 +255,17 @@ def literal(value: Any, kind: pa.DataType, column: str, op: str, written: Any = 
     except (ValueError, TypeError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
         raise _unfit(column, op, given, kind, (str(err).strip().splitlines() or [type(err).__name__])[0],
                      written) from None
+
+
+def null_comparison(data: dict) -> str | None:
+    """Why a mapping whose only conditions are comparisons with null (``{field: lang, eq: null}``) is refused: a
+    null compares with nothing, and the author meant ``missing`` (it was refused as a ``field`` with no condition)."""
+    nulls = [name for name in ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in") if name in data
+             and data[name] is None]
+    if not nulls or any(value is not None for name, value in data.items() if name not in ("field", *nulls)):
+        return None
+    column = data.get("field", "COLUMN")
+    rows, missing = {"eq": ("has no value", "true"), "ne": ("has a value", "false")}.get(nulls[0], (None, "true"))
+    hint = (f"for the rows where {column} {rows} write {{field: {column}, missing: {missing}}}" if rows else
+            f"give it a value, or write {{field: {column}, missing: true}} for the rows without one")
+    return f"'{nulls[0]}: null' is no condition (a null compares with nothing); {hint}"

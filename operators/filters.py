@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from operators.errors import close_names
 from operators.filter_values import (NO_ROW, FilterError, any_listed, comparison, holds_text_lists, kind_of,
-                                     membership, shown)
+                                     membership, null_comparison, shown)
 
 Scalar = Union[bool, int, float, dt.date, str]
 
@@ -85,6 +85,8 @@ class MetadataFilter(BaseModel):
         """A list under a comparison is named as that (pydantic tried each member of the value union and named
         its first, `filter.eq.bool: Input should be a valid boolean`)."""
         if isinstance(data, dict):
+            if (null := null_comparison(data)) is not None:  # {field: lang, eq: null}: missing was meant
+                raise ValueError(null)
             known = {f.alias or name for name, f in cls.model_fields.items()}
             taken = known | set(cls.model_fields)  # by field name too (in_, all_: a dumped filter sent on)
             for name in data:  # a misspelt key: {fild: year} or {eqq: 1} (told to write {field: fild, ...})
@@ -128,9 +130,10 @@ class MetadataFilter(BaseModel):
             raise ValueError("give either month/year or date_from/date_to, not both")
         if self.date_from and self.date_to and self.date_from > self.date_to:
             raise ValueError(f"date_from {self.date_from} is after date_to {self.date_to}")
-        for name in ("all_", "any_"):
+        for name, why in (("all_", "filter"), ("any_", "filter"), ("in_", "value (an empty list matches no row)"),
+                          ("not_in", "value (an empty list excludes nothing: leave it out)")):
             if getattr(self, name) == []:
-                raise ValueError(f"'{name.rstrip('_')}' needs at least one filter")
+                raise ValueError(f"'{name.rstrip('_')}' needs at least one {why}")
         return self
 
     # -- compiling ------------------------------------------------------------
@@ -155,8 +158,10 @@ class MetadataFilter(BaseModel):
         does not fit the condition.
         """
         missing = sorted(self.columns() - set(schema.names))
-        if missing:
-            raise FilterError(f"filter column(s) {missing} not found; available columns: {schema.names}",
+        if missing:  # a name differing in case (views for Views) is said first
+            close = "".join(f" ('{name}': did you mean '{found[0]}'?)" for name in missing
+                            if (found := close_names(name, schema.names, words=False)))
+            raise FilterError(f"filter column(s) {missing} not found{close}; available columns: {schema.names}",
                               field="params.filter")
         parts = [condition.expression for condition in self._own_conditions(schema)]
         if self.all_:

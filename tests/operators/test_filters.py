@@ -116,10 +116,28 @@ def test_validation_names_what_is_wrong():
             MetadataFilter.model_validate(bad)
 
 
+@pytest.mark.parametrize("bad, said", [
+    # a comparison with null was refused as "'field: lang' has no condition", though the author gave one
+    ({"field": "lang", "eq": None}, r"'eq: null' is no condition .*; for the rows where lang has no value write "
+     r"\{field: lang, missing: true\}"),
+    ({"field": "lang", "ne": None}, r"where lang has a value write \{field: lang, missing: false\}"),
+    ({"field": "lang", "gte": None}, r"'gte: null' is no condition .*give it a value, or write \{field: lang, "),
+    # an empty list matched no row (in) or every row with a value (not_in) without a word, as all: [] is refused
+    ({"field": "lang", "in": []}, r"'in' needs at least one value \(an empty list matches no row\)"),
+    ({"field": "lang", "not_in": []}, r"'not_in' needs at least one value \(an empty list excludes nothing"),
+])
+def test_a_null_comparison_or_an_empty_list_is_refused_saying_what_to_write(bad, said):
+    with pytest.raises(ValidationError, match=said):
+        MetadataFilter.model_validate(bad)
+    assert matching({"field": "lang", "eq": None, "in": ["de"]}) == ["d1"]  # beside a condition, null is unset
+
+
 def test_unknown_column_and_unfit_values_are_filter_errors():
     with pytest.raises(FilterError) as err:
         matching({"field": "yeer", "eq": 2019})
     assert "yeer" in err.value.message and "year" in err.value.message and err.value.field == "params.filter"
+    with pytest.raises(FilterError, match=r"\['LANG'\] not found \('LANG': did you mean 'lang'\?\); available"):
+        matching({"field": "LANG", "eq": "en"})  # a column name differing in case
     with pytest.raises(FilterError, match="holds years"):
         matching({"field": "year", "month": 3})
     with pytest.raises(FilterError, match="does not fit"):

@@ -111,3 +111,18 @@ def test_over_http_it_is_the_documented_422(service):
     assert "quote the value: '5'" in error["message"], error["message"]
     assert quoted.status_code == 200 and [hit["docno"] for hit in quoted.json()["results"][0]["hits"]] == \
         ["bees#0"], quoted.text  # quoted, it compares as text: 'Ants' and 'Bees' sort before 'C' ('Ants' has no honey)
+
+
+@pytest.mark.parametrize("flt, says", [
+    ({"field": "year", "eq": None}, "'eq: null' is no condition"),  # it said "'field: year' has no condition"
+    ({"field": "year", "in": []}, "'in' needs at least one value"),  # it found nothing without a word
+    ({"field": "year", "date_from": "2024-02-30"}, "must be a valid date"),
+])
+def test_a_filter_the_author_got_wrong_is_a_422_saying_what_to_write(service, flt, says):
+    """Refused as the request is prepared: a ``SpecError``, which the app answers as a 422 ``invalid_spec`` whose
+    ``param`` is its field (``serve.errors``)."""
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        searched(bm25(flt))
+    assert err.value.field.startswith("steps.b.params.filter") and says in err.value.message, err.value.message
