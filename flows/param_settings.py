@@ -22,6 +22,8 @@ def parsed_setting(text: str, field: str = "set") -> tuple[str, Any]:
     """``("dense.k", 50)`` from ``"dense.k=50"``: the dotted name and the YAML value."""
     import yaml
 
+    from operators.yaml_text import DaysAsWritten
+
     name, equals, value = text.partition("=")
     name = name.strip()
     if not equals or "." not in name.strip("."):
@@ -30,7 +32,7 @@ def parsed_setting(text: str, field: str = "set") -> tuple[str, Any]:
     if not value.strip():
         raise SpecError(f"'{text}': give a value after '=' (null leaves the param to its default)", field=field)
     try:
-        return name, yaml.safe_load(value)
+        return name, yaml.load(value, Loader=DaysAsWritten)  # 2024-02-30: its text
     except yaml.YAMLError as err:
         raise SpecError(f"'{text}': the value is not YAML ({getattr(err, 'problem', None) or err}); quote it for "
                         "the shell and for YAML: 'step.param=\"a: b\"'", field=field) from None

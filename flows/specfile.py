@@ -23,7 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from flows import store
 from operators.errors import SpecError, one_line
 from operators.json_tree import spec_kind
-from operators.yaml_text import tab_hint
+from operators.yaml_text import DaysAsWritten, tab_hint
 
 #: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
 MAX_VALUES = 100_000
@@ -221,8 +221,8 @@ def _yaml_error(where: str, err: yaml.YAMLError) -> SpecError:
                          context=opened, hint=tab_hint(err))
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing duplicate keys and deep nesting."""
+class _SpecLoader(DaysAsWritten):
+    """PyYAML's safe loader, refusing duplicate keys and deep nesting (a date that names no day is its text)."""
 
     def __init__(self, stream: str):
         super().__init__(stream)

@@ -125,11 +125,13 @@ def front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     ``warnings``); a block that YAML reads as no mapping (a rule, then a paragraph) is no front matter."""
     import yaml
 
+    from operators.yaml_text import DaysAsWritten
+
     found = _FRONT_MATTER.match(text)
     if found is None:
         return {}, text, None
     try:
-        fields = yaml.safe_load(found.group(1))
+        fields = yaml.load(found.group(1), Loader=DaysAsWritten)  # date: 2024-02-30 as its text
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 2}" if where is not None else ""

@@ -4,6 +4,7 @@ The runs read the sample corpus with BM25 in memory (``retrieve.corpus_bm25``): 
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
@@ -46,6 +47,25 @@ def test_a_setting_that_names_no_step_or_has_no_value_is_refused_naming_it(setti
     with pytest.raises(SpecError, match=said) as raised:
         with_settings(FlowSpec.parse(SPEC), [setting], field="set")
     assert raised.value.field == "set"
+
+
+def test_a_date_that_names_no_day_reaches_the_filter_check_as_text_in_a_setting_and_a_spec_file(tmp_path):
+    """YAML reads 2024-02-30 as a date and PyYAML raised a bare ValueError (``tessera run``: an internal error)."""
+    spec = {"steps": {"b": {"op": "retrieve.bm25", "params": {"index": str(tmp_path), "filter": {"field": "d",
+                                                                                                 "eq": 1}}}}}
+    changed = with_settings(FlowSpec.parse(spec), ["b.filter.date_from=2024-02-30", "b.filter.date_to=2024-03-01"])
+    assert changed.steps["b"].params["filter"] == {"field": "d", "eq": 1, "date_from": "2024-02-30",
+                                                   "date_to": datetime.date(2024, 3, 1)}
+    with pytest.raises(SpecError, match=r"must be a valid date.*day value is outside expected range \(got "
+                       "'2024-02-30'\\)") as raised:
+        Flow.load(spec, params={"b.filter": {"field": "d", "date_from": "2024-02-30"}})
+    assert raised.value.field == "steps.b.params.filter.date_from"
+    written = tmp_path / "f.yaml"
+    written.write_text(f"steps:\n  b:\n    op: retrieve.bm25\n    params: {{index: {tmp_path}, filter: {{field: d, "
+                       "date_to: 2021-13-01}}\n", encoding="utf-8")
+    with pytest.raises(SpecError, match=r"line 4: must be a valid date.*got '2021-13-01'") as raised:
+        Flow.load(written)
+    assert raised.value.field == "steps.b.params.filter.date_to"
 
 
 def test_a_setting_is_checked_as_the_step_checks_a_spec_file_param():

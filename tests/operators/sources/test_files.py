@@ -154,3 +154,11 @@ def test_a_saved_web_page_keeps_its_content_without_the_sites_menus_banner_and_f
     (tmp_path / "kea.html").write_text(SITE_PAGE, encoding="utf-8")
     document = read_text_file("kea.html", (tmp_path / "kea.html").read_bytes())
     assert "Privacy" not in document.text and "Contact" not in document.text and "Kakapo" not in document.text
+
+
+def test_a_front_matter_date_that_names_no_day_is_its_text():
+    """``date: 2024-02-30``: PyYAML raised a bare ValueError for it, which failed the file; it is kept as written."""
+    from operators.sources.file_text import front_matter
+
+    assert front_matter("---\ndate: 2024-02-30\nday: 2024-02-28\n---\nBees.\n") == (
+        {"date": "2024-02-30", "day": "2024-02-28"}, "Bees.\n", None)
