@@ -161,6 +161,9 @@ class MetadataFilter(BaseModel):
         if missing:  # a name differing in case (views for Views) is said first
             close = "".join(f" ('{name}': did you mean '{found[0]}'?)" for name in missing
                             if (found := close_names(name, schema.names, words=False)))
+            close += "".join(f" ('{name}': a filter reads whole columns, not fields inside one; '{top}' is "
+                             f"{schema.field(top).type})" for name in missing
+                             if (top := name.split(".")[0]) in schema.names)
             raise FilterError(f"filter column(s) {missing} not found{close}; available columns: {schema.names}",
                               field="params.filter")
         parts = [condition.expression for condition in self._own_conditions(schema)]

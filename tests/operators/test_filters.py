@@ -138,6 +138,9 @@ def test_unknown_column_and_unfit_values_are_filter_errors():
     assert "yeer" in err.value.message and "year" in err.value.message and err.value.field == "params.filter"
     with pytest.raises(FilterError, match=r"\['LANG'\] not found \('LANG': did you mean 'lang'\?\); available"):
         matching({"field": "LANG", "eq": "en"})  # a column name differing in case
+    with pytest.raises(FilterError, match=r"\('lang.code': a filter reads whole columns, not fields inside one; 'lang' "
+                       r"is string\)"):  # a JSONL record's object is a column of its JSON text
+        matching({"field": "lang.code", "eq": "en"})
     with pytest.raises(FilterError, match="holds years"):
         matching({"field": "year", "month": 3})
     with pytest.raises(FilterError, match="does not fit"):
