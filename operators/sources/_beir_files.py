@@ -42,8 +42,9 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
 
     Reads ``<folder>/qrels/<split>.tsv``: BEIR's tab-separated ``query-id, corpus-id,
     score`` with a header line (the first, its grade a column name), or TREC's four columns ``qid 0 docno
-    relevance`` (tabs or spaces). A byte order mark, Windows line ends, blank lines and the spaces around a
-    tab-separated cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0``
+    relevance`` (tabs or spaces). A header line names the columns: with more than three (``query-id corpus-id
+    score note``), the lines of its width are read by those names. A byte order mark, Windows line ends, blank
+    lines and the spaces around a tab-separated cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0``
     reads as 1, ``1.5`` is an error naming its line: ir-measures' grades are integers). A judgement given twice
     counts once; given twice with two grades, it is an error naming both lines (which grade was meant?).
     """
@@ -57,18 +58,22 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     docnos: list[str] = []
     relevance: list[int] = []
     seen: dict[tuple[str, str], tuple[int, int]] = {}  # (qid, docno) -> (line, grade)
+    named: tuple[int, ...] | None = None  # a header line's query, document and grade columns, by their names
     for number, parts, first in _qrels_lines(path, op):
-        if len(parts) == 4:  # TREC: qid iteration docno relevance
+        if first and (named := _header_columns(parts)) is not None:
+            continue
+        if named is not None and len(parts) == named[3]:  # the header's columns, extra ones too
+            parts = [parts[named[0]], parts[named[1]], parts[named[2]]]
+        elif len(parts) == 4:  # TREC: qid iteration docno relevance
             parts = [parts[0], parts[2], parts[3]]
         if len(parts) != 3:
             raise SourceError(f"{path}, line {number}: expected 3 columns (query-id, corpus-id, score: BEIR) or 4 "
                               f"(qid, iteration, docno, relevance: TREC), separated by tabs or spaces; got "
-                              f"{len(parts)}", **_where(op))
+                              f"{len(parts)} (more columns read by a first line naming them: "
+                              "'query-id corpus-id score note')", **_where(op))
         try:
             grade = float(parts[2])
         except ValueError:
-            if first and parts[2].lower() in _HEADER_GRADES:  # BEIR's header: query-id, corpus-id, score
-                continue
             raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number"
                               + (" (a header line names its third column score)" if first else ""),
                               **_where(op)) from None
@@ -97,8 +102,37 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     })
 
 
-#: The third column's names in a qrels file's header line (BEIR's is ``score``); only the first line may be one.
+#: The grade column's names in a qrels file's header line (BEIR's is ``score``); only the first line may be one.
 _HEADER_GRADES = frozenset({"score", "relevance", "rel", "label", "grade", "judgement", "judgment"})
+#: A header line's names of the query's and the document's columns (else the first and the second are).
+_HEADER_QUERIES = frozenset({"query-id", "query_id", "queryid", "qid", "query", "topic", "topic-id", "topic_id"})
+_HEADER_DOCS = frozenset({"corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "docno", "document", "doc",
+                          "document-id", "document_id", "pid", "passage-id", "passage_id"})
+
+
+def _header_columns(cells: list[str]) -> tuple[int, int, int, int] | None:
+    """The query's, document's and grade's columns a header line names, and its width; ``None`` for a judgement.
+    A header of more columns than BEIR's three (``query-id corpus-id score source``) was read as TREC's four, its
+    grade taken from the extra column."""
+    if len(cells) < 3 or _is_number(cells[3] if len(cells) == 4 else cells[2]):  # a judgement, BEIR's or TREC's
+        return None
+    names = [cell.lower() for cell in cells]
+    grade = next((i for i, name in enumerate(names) if name in _HEADER_GRADES), None)
+    if grade is None:
+        return None
+    query = next((i for i, name in enumerate(names) if name in _HEADER_QUERIES), 0)
+    doc = next((i for i, name in enumerate(names) if name in _HEADER_DOCS), 1)
+    return query, doc, grade, len(cells)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 #: The largest grade: they are stored as int32.
 _GRADE_LIMIT = 2**31 - 1
 

@@ -23,6 +23,9 @@ QUERIES = {"q1": "does aspirin prevent heart attacks", "q2": "coffee and sleep",
 JUDGED = [("q1", "d1", 1), ("q2", "d3", 2), ("q2", "d7", 1), ("q5", "d10", 1)]
 BEIR = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, d, r in JUDGED)
 TREC = "".join(f"{q} 0 {d} {r}\n" for q, d, r in JUDGED)
+#: A header naming more columns than BEIR's three: read by their names (the extra column was taken for the grade)
+NOTED = "query-id\tcorpus-id\tscore\tnote\n" + "".join(f"{q}\t{d}\t{r}\tby hand\n" for q, d, r in JUDGED)
+NAMED = "topic iteration docno rel judge\n" + "".join(f"{q} 0 {d} {r} ann\n" for q, d, r in JUDGED)
 
 
 def write_dataset(root: Path, qrels: str, *, queries: dict | None = None, questions: str | None = None) -> Path:
@@ -40,9 +43,9 @@ def write_dataset(root: Path, qrels: str, *, queries: dict | None = None, questi
 @pytest.mark.parametrize("qrels", [
     BEIR, BEIR.split("\n", 1)[1], TREC, TREC.replace(" ", "\t"), BEIR + "\n\n", BEIR.replace("\n", "\r\n"),
     "\ufeff" + BEIR, "\ufeff" + BEIR.split("\n", 1)[1], "\ufeff" + TREC, BEIR.replace("\n", "\t\n"),
-    BEIR.replace("\td10\t", "\t d10 \t"), BEIR + "q2\td3\t2\n",
+    BEIR.replace("\td10\t", "\t d10 \t"), BEIR + "q2\td3\t2\n", NOTED, NAMED,
 ], ids=["beir", "no-header", "trec", "trec-tabs", "blank-lines", "crlf", "bom", "bom-no-header", "bom-trec",
-        "trailing-tab", "padded-cells", "repeated"])
+        "trailing-tab", "padded-cells", "repeated", "extra-column", "named-columns"])
 def test_qrels_as_users_write_them_read_as_the_clean_file(tmp_path, qrels):
     from operators.sources._beir_files import load_qrels
 
