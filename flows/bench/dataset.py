@@ -127,8 +127,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                              "queries.jsonl, qrels/<split>.tsv)", field="dataset")
     qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
-        raise BenchError(f"no qrels file '{qrels_path}' (splits there: "
-                         f"{', '.join(qrels_splits(root)) or 'none'})", field="split")
+        raise BenchError(f"no qrels file '{qrels_path}'{_other_splits(qrels_splits(root))}", field="split")
     try:
         qrels = load_qrels(root, split)
         queries = read_queries(queries_path)
@@ -173,6 +172,16 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                    answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()),
                    missing_examples=tuple(missing[:3]), relevant=len(relevant),
                    unknown_docs=unknown, repeated_docs=repeated)
+
+
+def _other_splits(splits: list[str]) -> str:
+    """What to give instead of a split the dataset lacks: a folder of ``qrels/dev.tsv`` alone said '(splits there:
+    dev)', leaving the option that picks it unnamed."""
+    if not splits:
+        return " (no qrels/SPLIT.tsv file there: BEIR layout)"
+    if len(splits) == 1:
+        return f" (the only split there is '{splits[0]}': give --split {splits[0]})"
+    return f" (splits there: {', '.join(splits)}: give --split with one of them)"
 
 
 def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set[str], list[str], tuple[str, ...]]:

@@ -73,6 +73,23 @@ def test_a_grade_that_is_not_whole_is_an_error_naming_file_line_and_grade(tmp_pa
         "relevance").to_pylist() == [r for _, _, r in JUDGED]
 
 
+@pytest.mark.parametrize("splits, said", [
+    (["dev"], "(the only split there is 'dev': give --split dev)"),
+    (["dev", "train"], "(splits there: dev, train: give --split with one of them)"),
+    ([], "(no qrels/SPLIT.tsv file there: BEIR layout)"),
+])
+def test_a_split_the_dataset_lacks_names_the_option_that_picks_one_it_has(tmp_path, splits, said):
+    """A folder of qrels/dev.tsv alone (no test.tsv, the default) said '(splits there: dev)', not how to pick it."""
+    root = write_dataset(tmp_path / "d", BEIR)
+    (root / "qrels" / "test.tsv").unlink()
+    for split in splits:
+        (root / "qrels" / f"{split}.tsv").write_text(BEIR, encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        _load(root)
+    assert err.value.field == "split"
+    assert err.value.message == f"no qrels file '{root / 'qrels' / 'test.tsv'}' {said}"
+
+
 def _load(root: Path):
     from flows.bench.dataset import load_dataset
 
