@@ -39,9 +39,8 @@ def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
                 continue
             try:
                 row = json.loads(line)
-                qid = str(row["_id"])
-                answers = [*_listed(row["answer"]), *_listed(row.get("answer_aliases"))]
-            except (ValueError, KeyError, TypeError) as err:
+                qid, answers = _question(row)
+            except (ValueError, TypeError) as err:
                 raise BenchError(f"{path} line {number}: not a question with '_id' and 'answer' ({err})",
                                  field="dataset") from None
             if qid in lines:
@@ -54,12 +53,32 @@ def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
     return gold
 
 
+#: A question's id, under the names queries.jsonl's may have (``flows.queries``): a questions file written beside
+#: ``{"qid": ..., "query": ...}`` queries was refused as '('_id')', a Python KeyError's words.
+_ID_FIELDS = ("_id", "qid", "query_id", "id")
+
+
+def _question(row: Any) -> tuple[str, list[Any]]:
+    """A line's question id and its answers (``answer``, then ``answer_aliases``); ``TypeError`` says what is
+    missing or of the wrong kind."""
+    if not isinstance(row, dict):
+        raise TypeError(f"a JSON object a line, not {json.dumps(row)[:80]}")
+    key = next((name for name in _ID_FIELDS if name in row), None)
+    if key is None or "answer" not in row:
+        missing = " and ".join(f"'{name}'" for name, there in (("_id", key), ("answer", "answer" in row)) if not there)
+        raise TypeError(f"no {missing}; its fields: {', '.join(map(repr, row)) or 'none'}")
+    qid = row[key]
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+        raise TypeError(f"its id is a string or a number, not {json.dumps(qid)[:80]}")
+    return str(qid), [*_listed(row["answer"]), *_listed(row.get("answer_aliases"))]
+
+
 def _listed(value: Any) -> list[Any]:
     """An answer field as a list of answers: a list as it is, one value as one answer, null as none."""
     if value is None:
         return []
     listed = list(value) if isinstance(value, list) else [value]
-    if not all(a is None or isinstance(a, (str, int, float)) for a in listed):
+    if not all(a is None or (isinstance(a, (str, int, float)) and not isinstance(a, bool)) for a in listed):
         raise TypeError(f"an answer is a string or a list of strings, not {json.dumps(value)[:80]}")
     return listed
 

@@ -128,12 +128,21 @@ def test_gold_answers_as_users_write_them(tmp_path):
     gold = _load(write_dataset(tmp_path / "d", BEIR, questions=text)).answers
     # q2 and q5 have no gold answer, so the answer measures leave them out (answers.per_query) instead of scoring 0
     assert gold == {"q1": ["Paris", "City of Paris"]}
-    for bad, needle in [(lines[0], "line 2: question 'q1' is there already (line 1)"),
-                        ({"_id": "q2", "answer": {"text": ["Paris"]}}, "line 2: not a question with '_id' and "
-                                                                         "'answer' (an answer is a string or a list")]:
+    # ids under the names queries.jsonl's may have (qid, query_id, id) were refused as "('_id')", a KeyError's words
+    text = "".join(json.dumps(line) + "\n" for line in ({"qid": "q1", "answer": "Paris"}, {"id": "q2", "answer": 7}))
+    assert _load(write_dataset(tmp_path / "qid", BEIR, questions=text)).answers == {"q1": ["Paris"], "q2": ["7"]}
+    refused = [(lines[0], "line 2: question 'q1' is there already (line 1)"),
+               ({"_id": "q2", "answer": {"text": ["Paris"]}}, "line 2: not a question with '_id' and 'answer' (an "
+                                                                "answer is a string or a list"),
+               ({"_id": "q2", "answers": ["x"]}, "line 2: not a question with '_id' and 'answer' (no 'answer'; its "
+                                                 "fields: '_id', 'answers')"),
+               (["q2", "Paris"], "line 2: not a question with '_id' and 'answer' (a JSON object a line, not "
+                                 '["q2", "Paris"])'),  # "string indices must be integers" before
+               ({"_id": "q2", "answer": True}, "(an answer is a string or a list of strings, not true)")]  # 'True'
+    for n, (bad, needle) in enumerate(refused):
         text = "".join(json.dumps(line) + "\n" for line in (lines[0], bad))
         with pytest.raises(BenchError, match=re.escape(needle)):
-            _load(write_dataset(tmp_path / f"bad{len(needle)}", BEIR, questions=text))
+            _load(write_dataset(tmp_path / f"bad{n}", BEIR, questions=text))
 
 
 def test_ids_with_whitespace_are_refused_before_anything_runs_naming_the_file(tmp_path):
