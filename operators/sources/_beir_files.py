@@ -44,9 +44,10 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     score`` with a header line (the first, its grade a column name), or TREC's four columns ``qid 0 docno
     relevance`` (tabs or spaces). A header line names the columns: with more than three (``query-id corpus-id
     score note``), the lines of its width are read by those names. A byte order mark, Windows line ends, blank
-    lines and the spaces around a tab-separated cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0``
-    reads as 1, ``1.5`` is an error naming its line: ir-measures' grades are integers). A judgement given twice
-    counts once; given twice with two grades, it is an error naming both lines (which grade was meant?).
+    lines and the spaces around a tab-separated cell are dropped: they would make ids that match nothing. A grade
+    is a whole number (``1.0`` reads as 1, ``1.5`` is an error naming its line: ir-measures' grades are integers).
+    A judgement given twice counts once; given twice with two grades, it is an error naming both lines (which grade
+    was meant?).
     """
     path = Path(folder) / "qrels" / f"{split}.tsv"
     if not path.is_file():
