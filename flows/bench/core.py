@@ -15,7 +15,7 @@ from typing import Any
 
 from flows.bench import answers, indices, metrics, outputs, runs, significance, tracking
 from flows.bench.console import BenchReporter
-from flows.bench.dataset import Dataset, load_dataset
+from flows.bench.dataset import SAME_IDS, Dataset, load_dataset, shown_ids
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, refuse_no_ranking, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
@@ -63,7 +63,9 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
         _check_index_root(index_root, given=bool(options.index_dir))
     executor = _make_executor(options.executor, options.cache, options.cache_dir)
     qids = dataset.qids
-    reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries, "
+    unjudged = (f" ({dataset.unjudged} of queries.jsonl without a judgement in {dataset.split}.tsv are not run)"
+                if dataset.unjudged else "")
+    reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries{unjudged}, "
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
     warnings = _dataset_warnings(dataset, options.min_relevance)
     for warning in warnings:
@@ -147,10 +149,30 @@ def _flow_warnings(name: str, flow_run: FlowRun, dataset: Dataset, ks: list[int]
         warnings.append(f"flow '{name}': {len(degraded)} of {len(dataset.qids)} queries degraded (a step fell back, "
                         f"e.g. query {next(iter(degraded))}: {next(iter(degraded.values()))}): its measures are the "
                         "fallback's, and its run is not reused: the next benchmark runs it again")
-    if flow_run.run.answers and not dataset.answers:
-        warnings.append(f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold "
-                        "answers: no answer measures")
+    if flow_run.run.answers and "answers" not in warned_indices:  # said once, for the first flow that answers
+        warned_indices.add("answers")
+        warnings.extend(_gold_warnings(name, dataset))
     return warnings
+
+
+def _gold_warnings(name: str, dataset: Dataset) -> list[str]:
+    """The answer measures count only the queries with a gold answer: say which are left out, as the retrieval
+    measures' missing ids are (a questions.jsonl of other ids said 'has no questions.jsonl', and one answering half
+    the queries gave means over that half without a word)."""
+    questions = dataset.root / "questions.jsonl"
+    if not questions.is_file():
+        return [f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold answers: no answer "
+                "measures"]
+    qids = dataset.qids
+    without = [q for q in qids if q not in dataset.answers]
+    if not without:
+        return []
+    if len(without) == len(qids):
+        return [f"flow '{name}' answers, but {questions} has no gold answer for any of the {len(qids)} queries "
+                f"benchmarked (such as {shown_ids(without)}): no answer measures; {SAME_IDS}"]
+    return [f"{len(without)} of the {len(qids)} queries benchmarked have no gold answer in {questions} (such as "
+            f"{shown_ids(without)}; a null or blank answer is none): the answer measures (AnswerEM, AnswerF1) are over "
+            f"the other {len(qids) - len(without)}"]
 
 
 def _refuse_empty_index(flow: str, index: Path, failed: int) -> None:

@@ -47,15 +47,15 @@ class Dataset:
         found = []
         if self.missing:
             found.append(f"{self.missing} judged queries of {qrels} are not in {self.root / 'queries.jsonl'} and are "
-                         f"not evaluated (such as {_shown(self.missing_examples)}): {_SAME_IDS}")
+                         f"not evaluated (such as {shown_ids(self.missing_examples)}): {SAME_IDS}")
         if self.unknown_docs:
-            shown = _shown(dict.fromkeys(self.unknown_docs))
+            shown = shown_ids(dict.fromkeys(self.unknown_docs))
             found.append(f"{len(self.unknown_docs)} of the {self.relevant} relevant judgements of {qrels} name a "
                          f"document that is not in {self.corpus} (such as {shown}): no flow can find it, so it "
-                         f"counts as missed; {_SAME_IDS}")
+                         f"counts as missed; {SAME_IDS}")
         if self.repeated_docs:
             found.append(f"{self.corpus} repeats {len(self.repeated_docs)} document id(s) (such as "
-                         f"{_shown(dict.fromkeys(self.repeated_docs))}): the index holds the first copy of each, as "
+                         f"{shown_ids(dict.fromkeys(self.repeated_docs))}): the index holds the first copy of each, as "
                          "ingestion does, and a later copy is never searched; give each document its own id")
         return found
 
@@ -80,7 +80,7 @@ class Dataset:
 
 
 #: What ids that match nothing usually are, and the fix.
-_SAME_IDS = "check that the files use the same ids (the same string: not 7 for '007', no prefix)"
+SAME_IDS = "check that the files use the same ids (the same string: not 7 for '007', no prefix)"
 
 
 #: Why an id with whitespace is refused before anything runs, rather than after every flow has.
@@ -92,7 +92,7 @@ def _spaced(value: str) -> bool:
     return any(ch.isspace() for ch in value)
 
 
-def _shown(ids, most: int = 3) -> str:
+def shown_ids(ids, most: int = 3) -> str:
     return ", ".join(repr(i) for i in list(ids)[:most])
 
 
@@ -143,8 +143,8 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     if limit is not None:
         evaluated = evaluated.slice(0, limit)
     if evaluated.num_rows == 0:
-        raise BenchError(f"no query of {queries_path} has judgements in {qrels_path} (its ids: {_shown(known)}; the "
-                         f"judged ones: {_shown(judged)}): {_SAME_IDS}", field="dataset")
+        raise BenchError(f"no query of {queries_path} has judgements in {qrels_path} (its ids: {shown_ids(known)}; the "
+                         f"judged ones: {shown_ids(judged)}): {SAME_IDS}", field="dataset")
     spaced = next((q for q in evaluated.column("qid").to_pylist() if _spaced(q)), None)
     if benchmarked and spaced is not None:
         raise BenchError(f"{queries_path}: query id {spaced!r} {_NOT_IN_TREC}", field="dataset")
@@ -161,8 +161,8 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                          "score 0", field="dataset")
     if benchmarked and relevant and len(unknown) == len(relevant):
         raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
-                         f"{_shown(some_ids)}; the judged ones: {_shown(dict.fromkeys(unknown))}): every query "
-                         f"would score 0; {_SAME_IDS}", field="dataset")
+                         f"{shown_ids(some_ids)}; the judged ones: {shown_ids(dict.fromkeys(unknown))}): every query "
+                         f"would score 0; {SAME_IDS}", field="dataset")
     asked = set(known)
     missing = [q for q in judged if q not in asked]
     from flows.bench.answers import load_gold

@@ -280,3 +280,56 @@ def test_the_tables_measures_are_found_in_the_files_by_the_name_under_them(tmp_p
         assert row.split("│")[columns.index(f"({name})")].strip() == f"{means[name]:.4f}"
     report = (tmp_path / "out" / "report.md").read_text()
     assert "| MRR@10 (RR@10) |" in report and "| Recall@10 (R@10) |" in report
+
+
+class _Paris:
+    """``test.paris``: answers every query 'Paris', a flow that answers without a language model."""
+
+    @staticmethod
+    def operator():
+        import pyarrow as pa
+        from pydantic import BaseModel, ConfigDict
+
+        from operators.base import Operator
+
+        class Paris(Operator):
+            name = "test.paris"
+            scope = "query"
+
+            class Params(BaseModel):
+                model_config = ConfigDict(extra="forbid")
+
+            def transform(self, table: pa.Table) -> pa.Table:
+                for qid in set(table.column("qid").to_pylist()):
+                    self.emit_metadata(qid, "answer", "Paris")
+                return table
+
+        return Paris
+
+
+def test_queries_left_out_of_the_answer_measures_and_of_the_run_are_said(tmp_path, bench, monkeypatch):
+    """A questions.jsonl of other ids said 'has no questions.jsonl', and one answering some of the queries gave means
+    over those without a word (the 'n' of metrics.csv alone said it); queries.jsonl's queries without a judgement
+    were left out of the run unsaid ('3 judged queries')."""
+    from operators import registry
+
+    registry.all_operators()
+    monkeypatch.setitem(registry._registry, "test.paris", _Paris.operator())
+    root = write_dataset(tmp_path / "d", BEIR, queries={**QUERIES, "q8": "an unjudged query"},
+                         questions=json.dumps({"_id": "005", "answer": "Paris"}) + "\n")
+    spec = tmp_path / "paris.yaml"
+    spec.write_text("name: paris\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 10}}\n  answer: {op: test.paris}\n")
+    status, _, err = bench("--dataset", root, "--flow", spec, "--out", tmp_path / "out", "--no-mlflow", "--k", "10")
+    assert status == 0, err
+    said = (f"tessera: warning: flow 'paris' answers, but {root / 'questions.jsonl'} has no gold answer for any of "
+            "the 3 queries benchmarked (such as 'q1', 'q2', 'q5'): no answer measures; check that the files use the "
+            "same ids")
+    assert said in " ".join(err.split()), err
+    assert "3 judged queries (1 of queries.jsonl without a judgement in test.tsv are not run)" in err, err
+    assert "AnswerEM" not in json.loads((tmp_path / "out" / "metrics.json").read_text())["paris"]
+    from flows.bench.core import _gold_warnings
+
+    some = write_dataset(tmp_path / "some", BEIR, questions=json.dumps({"_id": "q5", "answer": "Paris"}) + "\n")
+    assert _gold_warnings("paris", _load(some)) == [
+        f"2 of the 3 queries benchmarked have no gold answer in {some / 'questions.jsonl'} (such as 'q1', 'q2'; a "
+        "null or blank answer is none): the answer measures (AnswerEM, AnswerF1) are over the other 1"]
