@@ -201,8 +201,10 @@ def record_problem(record: dict, text_field: str, title_field: str, raw: bytes) 
     document, as in TREC-COVID's corpus; or a string JSON holds and UTF-8 cannot, a lone surrogate, which would
     fail the whole batch's table), or None. ``raw``: the line it was read from, whose escapes say whether a
     surrogate can be in it at all (the walk over the record is only made then)."""
-    if text_field not in record:
-        return f"no field '{text_field}' (fields: {sorted(record)})"
+    if text_field not in record:  # a misnamed text field ('body') would make a document of its title alone
+        alone = (f"; a title alone is a document when its '{text_field}' is empty: add \"{text_field}\": \"\""
+                 if not blank(record.get(title_field)) else "")
+        return f"no field '{text_field}' (fields: {sorted(record)}){alone}"
     if blank(record[text_field]) and blank(record.get(title_field)):
         return (f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'}, "
                 "and there is no title)")

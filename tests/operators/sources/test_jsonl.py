@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 
 import pyarrow as pa
 import pytest
@@ -130,6 +131,10 @@ def test_missing_text_field_is_an_error_not_a_silent_drop(tmp_path):
         create("sources.jsonl", {"path": str(path)})(pa.table({}))
     out = create("sources.jsonl", {"path": str(path), "text_field": "body"})(pa.table({}))
     assert out.to_pylist() == [{"docno": "a", "title": "", "text": "x"}]
+    titled = write_jsonl(tmp_path / "titles.jsonl", [{"_id": "a", "title": "Aspirin"}])  # a corpus of titles only
+    said = "line 1: no field 'text' (fields: ['_id', 'title']); a title alone is a document when its 'text' is empty"
+    with pytest.raises(SourceError, match=re.escape(said + ': add "text": ""')):
+        create("sources.jsonl", {"path": str(titled)})(pa.table({}))
 
 
 def test_missing_file_and_empty_glob_name_the_path(tmp_path):
