@@ -123,7 +123,13 @@ def reads_back(*, cache: bool, default_store: bool) -> tuple[str, ...]:
 def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
     """What makes some judged queries count less than a reader would think."""
     qids, warnings = dataset.qids, dataset.warnings()  # ids that match nothing
-    if unmet := metrics.without_relevant(dataset.qrels, qids, min_relevance):
+    # A query whose every judgement is 0 or below scores 0 on nDCG too (no ideal gain): the warning said 'all but
+    # nDCG' of it, and such queries lower every mean whatever a flow finds.
+    if none := metrics.queries_without_relevant(dataset.qrels, qids, 1):
+        warnings.append(f"{len(none)} of {len(qids)} queries have no document judged above 0 (such as "
+                        f"{shown_ids(none)}): every measure scores them 0, nDCG too, whatever a flow finds, and "
+                        "they are in every mean; judge a relevant document for each, or leave them out of the qrels")
+    if min_relevance > 1 and (unmet := metrics.without_relevant(dataset.qrels, qids, min_relevance) - len(none)):
         warnings.append(f"{unmet} of {len(qids)} queries have no document judged {min_relevance} or above: "
                         "the binary measures (all but nDCG) score them 0")
     return warnings

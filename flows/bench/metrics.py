@@ -67,10 +67,15 @@ def run_records(run: pa.Table) -> list:
 
 def without_relevant(qrels: pa.Table, qids: list[str], min_relevance: int) -> int:
     """How many of the queries have no document judged ``min_relevance`` or above."""
+    return len(queries_without_relevant(qrels, qids, min_relevance))
+
+
+def queries_without_relevant(qrels: pa.Table, qids: list[str], min_relevance: int) -> list[str]:
+    """The queries (in ``qids``' order) with no document judged ``min_relevance`` or above."""
     import pyarrow.compute as pc
 
-    relevant = qrels.filter(pc.greater_equal(qrels.column("relevance"), min_relevance)).column("qid").to_pylist()
-    return len(set(qids) - set(relevant))
+    relevant = set(qrels.filter(pc.greater_equal(qrels.column("relevance"), min_relevance)).column("qid").to_pylist())
+    return [q for q in qids if q not in relevant]
 
 
 def per_query(run: pa.Table, qrels: pa.Table, qids: list[str], ks: list[int],

@@ -333,3 +333,20 @@ def test_queries_left_out_of_the_answer_measures_and_of_the_run_are_said(tmp_pat
     assert _gold_warnings("paris", _load(some)) == [
         f"2 of the 3 queries benchmarked have no gold answer in {some / 'questions.jsonl'} (such as 'q1', 'q2'; a "
         "null or blank answer is none): the answer measures (AnswerEM, AnswerF1) are over the other 1"]
+
+
+def test_queries_judged_0_alone_are_said_to_score_0_on_every_measure(tmp_path, bench):
+    """A query whose judgements are all 0 or below scores 0 on nDCG too: the warning said 'the binary measures (all
+    but nDCG) score them 0', and at --min-relevance 2 counted it among the queries short of grade 2."""
+    root = write_dataset(tmp_path / "d", BEIR + "q6\td7\t0\nq6\td1\t-1\n", queries={**QUERIES, "q6": "deep sleep"})
+    status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow", "--k", "10",
+                           "--min-relevance", "2")
+    assert status == 0, err
+    err = " ".join(err.split())
+    assert ("tessera: warning: 1 of 4 queries have no document judged above 0 (such as 'q6'): every measure scores "
+            "them 0, nDCG too, whatever a flow finds") in err
+    assert "tessera: warning: 2 of 4 queries have no document judged 2 or above: the binary measures" in err
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "out" / "per_query.parquet").to_pylist()
+    assert {r["value"] for r in rows if r["qid"] == "q6"} == {0.0}  # nDCG@10 included
