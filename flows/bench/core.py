@@ -67,7 +67,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
                 if dataset.unjudged else "")
     reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries{unjudged}, "
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
-    warnings = _dataset_warnings(dataset, options.min_relevance)
+    warnings = _dataset_warnings(dataset, options.min_relevance, ks)
     for warning in warnings:
         reporter.warn(warning)
 
@@ -120,7 +120,7 @@ def reads_back(*, cache: bool, default_store: bool) -> tuple[str, ...]:
     return tuple(name for name, read in ((runs.FOLDER, cache), (tracking.STORE_FILE, default_store)) if read)
 
 
-def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
+def _dataset_warnings(dataset: Dataset, min_relevance: int, ks: list[int]) -> list[str]:
     """What makes some judged queries count less than a reader would think."""
     qids, warnings = dataset.qids, dataset.warnings()  # ids that match nothing
     # A query whose every judgement is 0 or below scores 0 on nDCG too (no ideal gain): the warning said 'all but
@@ -132,6 +132,12 @@ def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
     if min_relevance > 1 and (unmet := metrics.without_relevant(dataset.qrels, qids, min_relevance) - len(none)):
         warnings.append(f"{unmet} of {len(qids)} queries have no document judged {min_relevance} or above: "
                         "the binary measures (all but nDCG) score them 0")
+    if dataset.documents and (above := [k for k in ks if k > dataset.documents]):  # P@1000 of 12 documents: 0.0016
+        warnings.append(f"cutoff{'s' if len(above) > 1 else ''} {', '.join(map(str, above))} "
+                        f"{'are' if len(above) > 1 else 'is'} above the {dataset.documents} documents of "
+                        f"{dataset.corpus}: no flow returns that many, and P@k (F1@k with it) divides by k, so P@"
+                        f"{above[0]} is at most {dataset.documents / above[0]:.4g}; give --k values up to "
+                        f"{dataset.documents}")
     return warnings
 
 

@@ -40,6 +40,7 @@ class Dataset:
     relevant: int = 0  # judgements of the evaluated queries with a grade above 0
     unknown_docs: tuple[str, ...] = ()  # the document of each of those judgements that corpus.jsonl lacks
     repeated_docs: tuple[str, ...] = ()  # each corpus id given again after its first line (the index keeps the first)
+    documents: int = 0  # the ids corpus.jsonl holds, each once
 
     def warnings(self) -> list[str]:
         """What makes judged queries count less than a reader would think: ids that match nothing."""
@@ -154,7 +155,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"no judgement of {qrels_path} for the queries benchmarked is relevant (above 0): every "
                          "query would score 0; a split of judgements above 0 is needed", field="dataset")
     wanted = set(relevant)
-    found, some_ids, repeated = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
+    found, some_ids, repeated, documents = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
     if benchmarked and relevant and not some_ids:  # "its ids: ;" before
         raise BenchError(f"{corpus} holds no document (a JSON object a line, with its _id): every query would "
@@ -171,7 +172,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                    unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(missing),
                    answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()),
                    missing_examples=tuple(missing[:3]), relevant=len(relevant),
-                   unknown_docs=unknown, repeated_docs=repeated)
+                   unknown_docs=unknown, repeated_docs=repeated, documents=documents)
 
 
 def _other_splits(splits: list[str]) -> str:
@@ -184,11 +185,12 @@ def _other_splits(splits: list[str]) -> str:
     return f" (splits there: {', '.join(splits)}: give --split with one of them)"
 
 
-def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set[str], list[str], tuple[str, ...]]:
-    """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), its first few ids, and each id that
-    repeats an earlier line's (ingestion keeps the first copy, silently for a benchmark: its ledger is not read); a
-    line that is not a JSON object is left to ingestion, which records it as a failure. An id with whitespace is
-    refused unless ``spaced_ok``."""
+def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool
+                ) -> tuple[set[str], list[str], tuple[str, ...], int]:
+    """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), its first few ids, each id that
+    repeats an earlier line's (ingestion keeps the first copy, silently for a benchmark: its ledger is not read),
+    and how many ids it holds; a line that is not a JSON object is left to ingestion, which records it as a
+    failure. An id with whitespace is refused unless ``spaced_ok``."""
     import json
 
     from operators.sources._common import default_id
@@ -215,4 +217,4 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set
             seen.add(key)
             if key in wanted:
                 found.add(key)
-    return found, first, tuple(repeated)
+    return found, first, tuple(repeated), len(seen)

@@ -350,3 +350,23 @@ def test_queries_judged_0_alone_are_said_to_score_0_on_every_measure(tmp_path, b
 
     rows = pq.read_table(tmp_path / "out" / "per_query.parquet").to_pylist()
     assert {r["value"] for r in rows if r["qid"] == "q6"} == {0.0}  # nDCG@10 included
+
+
+def test_a_cutoff_above_the_corpus_size_is_said_and_scored_as_ir_measures_does(tmp_path, bench):
+    """--k 1000 over 4 documents gave P@1000 = 0.0008 headlining the table, with a warning that the flow's k was
+    below 1000 'or it matched fewer documents'; no flow can return more than the corpus holds."""
+    import ir_measures
+
+    root = write_dataset(tmp_path / "d", TREC)
+    status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow", "--k",
+                           "1,1000,1000,3")
+    assert status == 0, err
+    assert (f"tessera: warning: cutoff 1000 is above the 4 documents of {root / 'corpus.jsonl'}: no flow returns "
+            "that many, and P@k (F1@k with it) divides by k, so P@1000 is at most 0.004") in " ".join(err.split())
+    means = json.loads((tmp_path / "out" / "metrics.json").read_text())["bm25"]
+    [trec] = (tmp_path / "out" / "runs").glob("*.trec")
+    qrels = [ir_measures.Qrel(q, d, r) for q, d, r in JUDGED]
+    expected = ir_measures.calc_aggregate([ir_measures.P @ 1000, ir_measures.nDCG @ 3, ir_measures.R @ 1], qrels,
+                                          list(ir_measures.read_trec_run(str(trec))))
+    assert {str(m): v for m, v in expected.items()} == pytest.approx({m: means[m] for m in ("P@1000", "nDCG@3",
+                                                                                          "R@1")})
