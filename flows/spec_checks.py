@@ -39,18 +39,32 @@ _WARNED: set[tuple[str, str, tuple[str, ...]]] = set()
 
 
 def check_step_ids(steps: Any) -> None:
-    """Every step id is text matching ``STEP_ID_PATTERN``; the error names the id."""
+    """Every step id is text matching ``STEP_ID_PATTERN``; the error names the id, and its key (``steps.ID``), so
+    that a spec from a file names the id's line, not the line of ``steps:``."""
     if not isinstance(steps, dict):
         return
+    from flows.spec_errors import SettingProblem
+
     for step_id in steps:
         if not isinstance(step_id, str):
             kind = "a true/false" if isinstance(step_id, bool) else "a number" if isinstance(
                 step_id, (int, float)) else f"a {type(step_id).__name__}"
-            raise ValueError(f"step id {step_id!r} is {kind}, not a name: quote it in YAML ('{step_id}':) or use "
-                             "a name such as bm25 (and quote it where inputs name it too)")
+            raise SettingProblem(f"step id {step_id!r} is {kind}, not a name: quote it in YAML ('{step_id}':) or "
+                                 "use a name such as bm25 (and quote it where inputs name it too)", str(step_id))
         if not STEP_ID_PATTERN.fullmatch(step_id):
-            raise ValueError(f"step id {step_id!r} is not a valid name: use 1-100 letters, digits, '_', '.' or "
-                             "'-', starting with a letter, digit or '_' (it names the step's rank_<step> column)")
+            raise SettingProblem(_bad_step_id(step_id), step_id or None)
+
+
+def _bad_step_id(step_id: str) -> str:
+    """Why ``step_id`` is no name, in words: too long (said by its length, not written out again), a letter that is
+    not ASCII (``é``, a Cyrillic ``а`` that looks like a Latin one), or the rule."""
+    rule = ("use 1-100 ASCII letters, digits, '_', '.' or '-', starting with a letter, digit or '_' (it names the "
+            "step's rank_<step> column)")
+    if len(step_id) > 100:
+        return f"a step id has at most 100 characters, this one has {len(step_id)}: {rule}"
+    other = next((char for char in step_id if not char.isascii()), None)
+    why = f" ({other!r}, U+{ord(other):04X}, is not ASCII)" if other else ""
+    return f"step id {step_id!r} is not a valid name{why}: {rule}"
 
 
 def ancestors(step: str, inputs: dict[str, tuple[str, ...]]) -> set[str]:

@@ -87,8 +87,9 @@ def _place_in(data: dict, error: dict) -> tuple[int, ...]:
 
 
 class SettingProblem(ValueError):
-    """An index setting refused when a spec is loaded (``flows.spec_checks.check_index_settings``), with its key:
-    the error names the field ``index_settings.KEY`` (and, from a file, its line), as a param's names the param."""
+    """An index setting or a step id refused when a spec is loaded (``flows.spec_checks.check_index_settings``,
+    ``check_step_ids``), with its key: the error names the field ``index_settings.KEY`` or ``steps.ID`` (and, from a
+    file, its line), as a param's names the param."""
 
     def __init__(self, message: str, key: str | None = None):
         super().__init__(message)

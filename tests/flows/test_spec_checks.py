@@ -191,12 +191,25 @@ def test_the_union_keeps_a_document_once_per_branch_as_documented():
 # -- step ids ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("step_id, words", [("", "''"), ("my step/x", "'my step/x'"), (1, "a number"),
-                                             (True, "true/false")])
-def test_step_ids_that_are_not_names_are_refused_naming_the_id(step_id, words):
+@pytest.mark.parametrize("step_id, field, words", [
+    ("", "steps", "''"), ("my step/x", "steps.my step/x", "'my step/x'"), (1, "steps.1", "a number"),
+    (True, "steps.True", "true/false"), ("recherché", "steps.recherché", "('é', U+00E9, is not ASCII)"),
+    ("\u0430bc", "steps.\u0430bc", "('\u0430', U+0430, is not ASCII)"),  # a Cyrillic a, which looks like a Latin one
+    ("a" * 150, "steps." + "a" * 150, "a step id has at most 100 characters, this one has 150: use 1-100 ASCII"),
+])
+def test_step_ids_that_are_not_names_are_refused_naming_the_id(step_id, field, words):
     with pytest.raises(SpecError) as err:
         FlowSpec.parse({"steps": {step_id: {"op": "retrieve.bm25"}}})
-    assert err.value.field == "steps" and words in err.value.message and "Value error" not in err.value.message
+    assert err.value.field == field and words in err.value.message and "Value error" not in err.value.message
+
+
+def test_a_bad_step_id_in_a_file_names_its_own_line_not_the_line_of_steps(tmp_path):
+    """The error said ``field 'steps': flow.yaml, line 1`` for an id on line 3."""
+    path = tmp_path / "flow.yaml"
+    path.write_text("name: x\nsteps:\n  recherché: {op: retrieve.bm25}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.step == "recherché" and err.value.message.startswith(f"{path}, line 3: step id 'recherché' ")
 
 
 def test_plain_step_ids_are_accepted():
