@@ -64,14 +64,22 @@ class StepSpec(BaseModel):
         None, description="Steps whose output this step reads; omitted: the previous step; []: the flow input."
     )
     cache: bool = Field(True, description="Use the step cache for this step.")
-    num_gpus: float | None = Field(None, ge=0, description="Override the operator's GPU hint.")
-    num_cpus: float | None = Field(None, gt=0, description="Override the operator's CPU hint.")
+    num_gpus: float | None = Field(None, ge=0, allow_inf_nan=False, description="Override the operator's GPU hint.")
+    num_cpus: float | None = Field(None, gt=0, allow_inf_nan=False, description="Override the operator's CPU hint.")
     batch_size: int | None = Field(None, gt=0, description="Override the operator's batch size.")
     concurrency: int | None = Field(None, gt=0, description="Override the operator's actor pool size.")
     placement: Placement | None = Field(
         None, description="Run the step's model on this Ray Serve deployment (through a deployment handle) "
         "instead of in-process; same output. Embedders and rerankers; the local executor (the one Serve runs "
         "flows with) honours it, the Ray Data executor refuses it.")
+
+    @field_validator("num_gpus", "num_cpus", "batch_size", "concurrency", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any) -> Any:
+        """Pydantic reads ``true`` as 1 for a number: YAML's typo (``batch_size: yes``), refused as a param's is."""
+        if isinstance(value, bool):
+            raise ValueError(f"must be a number, not {str(value).lower()}")
+        return value
 
     @field_validator("params", mode="before")
     @classmethod

@@ -98,6 +98,10 @@ BM25 = {"op": "retrieve.bm25"}
      "must be a step id (got 3): quote a step id that is a number (output: '3')"),
     ({"steps": {"b": {**BM25, "cache": "maybe"}}}, "steps.b.cache", "must be true or false (got 'maybe')"),
     ({"steps": {"b": {**BM25, "batch_size": 1.5}}}, "steps.b.batch_size", "must be a whole number (got 1.5)"),
+    # pydantic read true as 1 (batch_size: yes ran with batches of one row) and took an infinite num_cpus
+    ({"steps": {"b": {**BM25, "batch_size": True}}}, "steps.b.batch_size", "must be a number, not true"),
+    ({"steps": {"b": {**BM25, "num_gpus": False}}}, "steps.b.num_gpus", "must be a number, not false"),
+    ({"steps": {"b": {**BM25, "num_cpus": float("inf")}}}, "steps.b.num_cpus", "must be a finite number (got inf)"),
     ({"steps": {"b": BM25}, "name": ["x"]}, "name", "must be a string (got ['x'])"),
     ({"steps": {"b": BM25}, "index_settings": {"dim": "abc"}}, "index_settings.dim",
      "must be a whole number (got 'abc')"),
