@@ -23,7 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from flows import store
 from operators.errors import SpecError, one_line
 from operators.json_tree import spec_kind
-from operators.yaml_text import DaysAsWritten, tab_hint
+from operators.yaml_text import DaysAsWritten, syntax_hint
 
 #: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
 MAX_VALUES = 100_000
@@ -213,12 +213,12 @@ def _yaml_error(where: str, err: yaml.YAMLError) -> SpecError:
     ``in "<unicode string>"`` and a snippet with a caret, on one line here), then what it was reading, and where."""
     mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
     if mark is None or not problem:
-        return SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}{tab_hint(err)}", field="spec")
+        return SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}{syntax_hint(err)}", field="spec")
     context, at = getattr(err, "context", None), getattr(err, "context_mark", None)
     opened = (f"; {context} at line {at.line + 1}, column {at.column + 1}"
               if context and at is not None and (at.line, at.column) != (mark.line, mark.column) else "")
     return _syntax_error(where, "YAML/JSON", one_line(problem, 160), mark.line + 1, mark.column + 1,
-                         context=opened, hint=tab_hint(err))
+                         context=opened, hint=syntax_hint(err))
 
 
 class _SpecLoader(DaysAsWritten):

@@ -164,7 +164,8 @@ def test_aliases_under_a_models_key_are_told_to_go_to_the_top_level(tmp_path, mo
 
 
 @pytest.mark.parametrize(("text", "problem"), [
-    ("mine: openai/x\n  bad: indent\n", "mapping values are not allowed here (line 2, column 6)"),
+    ("mine: openai/x\n  bad: indent\n", "mapping values are not allowed here (line 2, column 6); line 2 is indented "
+     "more than line 1: the keys of one mapping are indented alike"),
     ("mine:\n\tmodel: openai/x\n", "found character '\\t' that cannot start any token (line 2, column 1); YAML "
      "indents with spaces, not tabs: replace the tab with spaces"),
 ])
