@@ -248,8 +248,9 @@ class _SpecLoader(DaysAsWritten):
             line = key_node.start_mark.line + 1
             if key in seen:  # its field is the key's place in the spec (steps.bm25.params.k), not the key alone
                 place = ".".join([*self.places.get(id(node), ()), str(key)[:100]])
-                raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one mapping (lines {seen[key]} and "
-                                f"{line}); YAML and JSON would silently keep the last", field=place)
+                lines = f"both on line {line}" if seen[key] == line else f"lines {seen[key]} and {line}"
+                raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one mapping ({lines}); YAML and "
+                                "JSON would silently keep the last", field=place)
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 

@@ -28,6 +28,7 @@ def test_a_key_given_twice_is_an_error_naming_it_in_yaml_and_json():
 
 @pytest.mark.parametrize(("text", "field", "lines"), [
     ("name: x\nname: y\nsteps: {}\n", "name", "lines 1 and 2"),
+    ("steps:\n  bm25: {op: retrieve.bm25, params: {k: 5, k: 6}}\n", "steps.bm25.params.k", "both on line 2"),
     ('{"name": "x",\t"steps": {"t": {"op": "p", "params": {"index": "a",\n "index": "b"}}}}',
      "steps.t.params.index", "lines 1 and 2"),
 ])
