@@ -228,8 +228,9 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
             return cls
     # by full name, by the name after the category ("bm2" for retrieve.bm25) and by alias ("llm_summariser")
     known = {key: full for full, cls in ops.items() for key in (full, full.split(".", 1)[-1], *cls.aliases)}
-    close = list(dict.fromkeys(known[key] for key in close_names(name, known)))
-    category = name.split(".", 1)[0] if "." in name else None
+    category, _, rest = name.partition(".") if "." in name else (None, "", "")
+    # and by the name after the category alone, for an operator written in another category (ingest.chunk)
+    close = list(dict.fromkeys(known[key] for key in [*close_names(name, known), *close_names(rest, known)]))
     if category is not None and category not in {cls.category() for cls in ops.values()}:
         hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "
                 f"{ENV_VAR}=<module> or its package's entry point (group {ENTRY_POINT_GROUP}); see docs/operators.md"

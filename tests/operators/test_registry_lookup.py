@@ -63,6 +63,8 @@ def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
     ("retrieve.bm2", "did you mean 'retrieve.bm25'?"),  # quoted as a param's: 'k'; corpus_bm25 is no typo of it
     ("retrieve.bm52", "did you mean 'retrieve.bm25'?"),  # not 'retrieve.chroma' too
     ("llm_summariser", "did you mean 'summarize.documents'?"),  # an alias's spelling
+    ("ingest.chunk", "did you mean 'preprocess.chunk'?"),  # another category's name: it suggested nothing
+    ("rerank.bm25", "did you mean 'retrieve.bm25'?"),
 ])
 def test_an_unknown_name_suggests_the_operators_it_is_close_to(name, close):
     from operators.errors import UnknownOperatorError
