@@ -10,11 +10,10 @@
     result = flow.run(["gothic cathedrals", "honey bees"])
     result.table, result.history["bm25"], result.steps["fused"].seconds
 
-This is a thin layer over the engine (``flows.spec``, ``flows.executors``) and the
-ingestion job (``flows.ingestion``) with the defaults a notebook wants: in-process
-execution, no step cache unless asked for, every step's output kept. Everything it
-returns is the engine's own (``FlowResult``, pyarrow tables), so nothing here hides
-what the CLI and the service use.
+This is a thin layer over the engine (``flows.spec``, ``flows.executors``) and the ingestion job (``flows.ingestion``)
+with the defaults a notebook wants: in-process execution, no step cache unless asked for, every step's output kept.
+Everything it returns is the engine's own (``FlowResult``, pyarrow tables), so nothing here hides what the CLI and the
+service use.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ import pyarrow as pa
 from flows.keywords import check_keywords, checked_keywords
 from flows.model_check import MissingEnvError, MissingModelsError
 from flows.spec import FlowSpec, StepSpec, load_request
+from flows.spec_checks import unused_index
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr
 
 if TYPE_CHECKING:
@@ -191,8 +191,7 @@ class Flow:
             raise SpecError(f"Flow(spec) takes a FlowSpec; got {type(spec).__name__} {short_repr(spec)}: "
                             f"Flow.load(NAME, index=...) loads a flow by name, file, text or dict", field="spec")
         self.spec = spec
-        #: the spec before ``Flow.load(..., index=)`` filled its unset indices: what ``save`` stores
-        self.unbound = unbound if unbound is not None else spec
+        self.unbound = unbound if unbound is not None else spec  # before index= filled its unset ones: what save stores
         self.built = spec.build()  # operators and params checked here, before anything runs
 
     @classmethod
@@ -202,9 +201,9 @@ class Flow:
         """A built-in or saved flow name, a spec file, YAML/JSON text, a dict, a ``FlowSpec`` or a ``Flow`` (its spec
         as it was loaded, before ``index``: the same flow over another index).
 
-        ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do). ``params`` sets
-        steps' params, named ``STEP.PARAM``: ``{"dense.k": 50, "answer.model": "gemma2"}`` (``tessera run --set``).
-        """
+        ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do); one no step would
+        search is refused, as ``--index`` is. ``params`` sets steps' params, named ``STEP.PARAM``: ``{"dense.k": 50,
+        "answer.model": "gemma2"}`` (``tessera run --set``)."""
         if isinstance(source, FlowSpec):
             spec = source
         elif isinstance(source, Flow):  # another index for a flow loaded before
@@ -231,6 +230,8 @@ class Flow:
                 raise SpecError(f"params is a dict {{'STEP.PARAM': value}}; got {type(params).__name__} "
                                 f"{short_repr(params)}", field="params")
             spec = with_settings(spec, params)
+        if index is not None and (unused := unused_index(spec, f"index={short_repr(index)}", "leave index out")):
+            raise unused
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property

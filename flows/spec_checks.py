@@ -67,6 +67,18 @@ def _bad_step_id(step_id: str) -> str:
     return f"step id {step_id!r} is not a valid name{why}: {rule}"
 
 
+def unused_index(spec: Any, given: str, drop: str) -> SpecError | None:
+    """The error for an index ``given`` to fill a flow's unset ones (``tessera run --index``, ``Flow.load``'s
+    ``index=``) that no step would search: the flow names its own, or reads none. Ignored, the run searched another
+    index than the one given, or none; ``drop``: how to leave it out."""
+    if spec.unset_index_steps():
+        return None
+    for step, own in spec.named_indices().items():
+        return SpecError(f"{given} would not be used: flow '{spec.name}' names its own index (step '{step}' searches "
+                         f"{own!r}); {drop}, or run a spec that leaves params.index unset", step=step, field="index")
+    return SpecError(f"{given} would not be used: flow '{spec.name}' reads no index; {drop}", field="index")
+
+
 def ancestors(step: str, inputs: dict[str, tuple[str, ...]]) -> set[str]:
     """Every step whose output reaches ``step``, through its inputs."""
     seen: set[str] = set()

@@ -286,6 +286,7 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
     the user typed: when no step leaves it unset that option would be ignored, so it is an error naming why
     (a flow that names its own index, or reads none)."""
     from flows.spec import load_request
+    from flows.spec_checks import unused_index
     from operators.errors import SpecError
 
     try:
@@ -301,12 +302,8 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
         spec = spec.with_index(index)
     elif given is not None:
         spec.build()  # a spec that does not build says why first (a param out of range), then the unused --index
-        for step, own in spec.named_indices().items():
-            raise CliError(f"--index {given} would not be used: flow '{spec.name}' names its own index (step "
-                           f"'{step}' searches {own!r}); drop --index, or run a spec that leaves params.index unset",
-                           step=step, field="index")
-        raise CliError(f"--index {given} would not be used: flow '{spec.name}' reads no index; drop --index",
-                       field="index")
+        unused = unused_index(spec, f"--index {given}", "drop --index")
+        raise CliError(unused.message, step=unused.step, field="index")
     flow = spec.build()
     warn_unfinished_ingestions(spec.named_indices())
     return flow, query

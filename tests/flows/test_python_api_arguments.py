@@ -343,3 +343,20 @@ def test_runs_with_a_cache_folder_each_keep_a_few_databases_open_and_none_delete
     assert len(open_cache_files(tmp_path)) - before <= 3 * KEPT_CACHES
     again = flow.run("gothic cathedrals", cache=tmp_path / f"kept{KEPT_CACHES + 3}")  # the last: still kept
     assert again.steps["bm25"].hits == 1
+
+
+@pytest.mark.parametrize("steps, said", [
+    ({"words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}, "flow 'f' reads no index; leave "
+     "index out"),
+    ({"bm25": {"op": "retrieve.bm25", "params": {"index": "/elsewhere/idx"}}}, "flow 'f' names its own index (step "
+     "'bm25' searches '/elsewhere/idx'); leave index out"),
+])
+def test_an_index_no_step_would_search_is_refused_as_the_clis_index_is(bm25_index, steps, said):
+    """``Flow.load(spec, index=...)`` dropped it without a word: the run searched the spec's own index, or none, where
+    ``tessera run --index`` is refused."""
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load({"name": "f", "steps": steps}, index=str(bm25_index))
+    assert err.value.field == "index"
+    assert err.value.message.startswith(f"index={str(bm25_index)!r} would not be used: {said}"), err.value.message
