@@ -62,10 +62,19 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
         message += f": quote a step id that is a number ({written})"
     if first["type"] == "list_type" and loc[-1:] == ["inputs"] and isinstance(first.get("input"), str):
         message += f": write inputs: [{first['input']}]"
+    if first["type"] == "missing" and (what := _MISSING.get(loc[0] if len(loc) == 1 else ".".join(loc[2:]))):
+        message += f": {what}"
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = ("a training recipe, not a flow to run: train with it by tessera train --spec RECIPE_FILE (or "
                    "python -m flows.train --spec RECIPE_FILE)")
     return SpecError(message, step=step, field=field)
+
+
+#: What a field left out holds, said after pydantic's "Field required": a spec with no ``steps`` (``name:`` alone,
+#: ``{}``), a step with no ``op``, a placement with no ``deployment``.
+_MISSING = {"steps": "a flow's steps, by id (steps: {bm25: {op: retrieve.bm25}})",
+            "op": "the operator the step runs (op: retrieve.bm25; tessera ops lists them)",
+            "placement.deployment": "the Serve deployment of the step's model (placement: {deployment: NAME})"}
 
 
 def _place_in(data: dict, error: dict) -> tuple[int, ...]:

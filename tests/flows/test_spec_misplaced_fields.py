@@ -100,6 +100,10 @@ BM25 = {"op": "retrieve.bm25"}
     ({"steps": {"b": {**BM25, "batch_size": 1.5}}}, "steps.b.batch_size", "must be a whole number (got 1.5)"),
     # pydantic read true as 1 (batch_size: yes ran with batches of one row) and took an infinite num_cpus
     ({"steps": {"b": {**BM25, "batch_size": True}}}, "steps.b.batch_size", "must be a number, not true"),
+    # pydantic's "Field required" alone: which field, and what it holds
+    ({"name": "x"}, "steps", "Field required: a flow's steps, by id (steps: {bm25: {op: retrieve.bm25}})"),
+    ({"steps": {"b": {"params": {"k": 3}}}}, "steps.b.op",
+     "Field required: the operator the step runs (op: retrieve.bm25; tessera ops lists them)"),
     ({"steps": {"b": {**BM25, "num_gpus": False}}}, "steps.b.num_gpus", "must be a number, not false"),
     ({"steps": {"b": {**BM25, "num_cpus": float("inf")}}}, "steps.b.num_cpus", "must be a finite number (got inf)"),
     ({"steps": {"b": BM25}, "name": ["x"]}, "name", "must be a string (got ['x'])"),
