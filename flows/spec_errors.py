@@ -44,6 +44,8 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
     if first["type"] == "model_type" and step is not None and loc[2:] in ([], ["placement"]):
         # pydantic's "a valid dictionary or instance of StepSpec" names a Python class, not what the YAML lacks
         message = _not_a_mapping(loc, first.get("input"))
+    if step is not None:  # a step's fields written at the steps' level
+        message += _dedented_hint(data, step, _fields_at(["steps", step], models))
     if first["type"] == "dict_type" and loc in (["steps"], ["steps", step, "params"], ["index_settings"]):
         what = {"steps": "the steps are a mapping of step ids to steps (bm25: {op: retrieve.bm25})",
                 "params": "params are a mapping of parameter names to values (params: {k: 10})",
@@ -132,7 +134,26 @@ def _not_a_mapping(loc: list[str], value: Any) -> str:
     what = "a step is a mapping with its op (and params, inputs, ...)" if len(loc) == 2 else \
         "a placement is a mapping ({deployment: NAME, app: tessera})"
     hint = f": write {{op: {value}}}" if len(loc) == 2 and isinstance(value, str) else ""
+    if hint and re.fullmatch(r"[A-Za-z_]+:\S.*", value):  # op:bm25 is one text to YAML, not a key and its value
+        hint = f": put a space after the colon ({value.replace(':', ': ', 1)})"
     return f"{what}, got {_given(value)}{hint}"
+
+
+def _dedented_hint(data: Any, step: str, fields: list[str]) -> str:
+    """A step's ``fields`` written one level up, at the steps' level (an indentation slip): YAML reads each as a step
+    of its own (``params:``, a step named params) and leaves the step above them empty. Said at either."""
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, dict) or step not in steps:
+        return ""
+    if step in fields and not (isinstance(steps[step], dict) and "op" in steps[step]):  # a step may be named cache
+        return (f"; '{step}' is a field of a step, not a step id: indent it below its step, as far as the step's "
+                "other fields")
+    ids = list(steps)
+    after = ids[ids.index(step) + 1] if ids.index(step) + 1 < len(ids) else None
+    if steps[step] is None and after in fields:
+        return (f"; the line after it, '{after}:', is a field of a step written as a step: indent the step's fields "
+                "below it")
+    return ""
 
 
 def _given(value: Any) -> str:

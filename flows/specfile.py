@@ -89,7 +89,9 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
-        raise _syntax_error(where, "JSON", err.msg, err.lineno, err.colno) from None
+        comma = text[:err.pos].rstrip().endswith(",") and text[err.pos:err.pos + 1] in "}]"  # YAML's habit, not JSON's
+        raise _syntax_error(where, "JSON", err.msg, err.lineno, err.colno,
+                            hint="; JSON allows no comma before '}' or ']'" if comma else "") from None
     except RecursionError:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec") from None
     except _DuplicateKey as err:  # said as YAML says it: where the key is in the spec, and its lines

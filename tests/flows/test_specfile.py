@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flows.spec import FlowSpec
-from flows.specfile import MAX_DEPTH, MAX_VALUES, load_yaml, read_mapping
+from flows.specfile import MAX_DEPTH, MAX_VALUES, load_json, load_yaml, read_mapping
 from operators.errors import SpecError
 
 
@@ -232,3 +232,29 @@ def test_a_missing_colon_or_a_slip_of_indentation_is_said_at_its_line(text, hint
     <block end>, but found '<block mapping start>'" for a key one space short: the line and the slip are said."""
     err = spec_error(text)
     assert f"); {hint}" in err.message and err.field == "spec", err.message
+
+
+@pytest.mark.parametrize("text, field, hint", [
+    ("steps:\n  bm25: {op: retrieve.bm25}\n  top:\n    op: postprocess.reduce\n  inputs: [bm25]\n", "steps.inputs",
+     "got a list ['bm25']; 'inputs' is a field of a step, not a step id: indent it below its step"),
+    ("steps:\n  bm25:\n    op: retrieve.bm25\n  params: {k: 5}\n", "steps.params.k",
+     "'params' is a field of a step, not a step id: indent it below its step"),
+    ("steps:\n  bm25:\n  op: retrieve.bm25\n", "steps.bm25",
+     "got nothing (null); the line after it, 'op:', is a field of a step written as a step: indent the step's fields"),
+    ("steps:\n  bm25:\n    op:retrieve.bm25\n", "steps.bm25",
+     "got a string 'op:retrieve.bm25': put a space after the colon (op: retrieve.bm25)"),
+])
+def test_a_steps_field_indented_as_a_step_says_so(tmp_path, text, field, hint):
+    """A step's field one level up is a step to YAML: ``params`` was said as a step with the unknown field ``k``, and
+    ``op:retrieve.bm25`` (no space) as a text to write as ``{op: op:retrieve.bm25}``."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.field == field and hint in err.value.message, err.value.message
+
+
+def test_a_trailing_comma_in_a_json_spec_is_named():
+    with pytest.raises(SpecError) as err:
+        load_json('{"steps": {"bm25": {"op": "retrieve.bm25",}}}')
+    assert err.value.message.endswith("(line 1, column 43); JSON allows no comma before '}' or ']'"), err.value.message
