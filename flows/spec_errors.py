@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from typing import Any, Collection
+from typing import Any, Collection, Iterator
 
 from pydantic import BaseModel, ValidationError
 
@@ -66,6 +66,9 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
         message += f": write inputs: [{first['input']}]"
     if first["type"] == "missing" and (what := _MISSING.get(loc[0] if len(loc) == 1 else ".".join(loc[2:]))):
         message += f": {what}"
+    if first["type"] == "extra_forbidden" and len(loc) == 1 and _aliased(data, loc[0]):
+        message += (f"; '{loc[0]}' holds a YAML anchor the steps use: a spec has no other keys, even for that, so set "
+                    "the anchor (&name) where the value is first used in the steps")
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = ("a training recipe, not a flow to run: train with it by tessera train --spec RECIPE_FILE (or "
                    "python -m flows.train --spec RECIPE_FILE)")
@@ -77,6 +80,19 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
 _MISSING = {"steps": "a flow's steps, by id (steps: {bm25: {op: retrieve.bm25}})",
             "op": "the operator the step runs (op: retrieve.bm25; tessera ops lists them)",
             "placement.deployment": "the Serve deployment of the step's model (placement: {deployment: NAME})"}
+
+
+def _aliased(data: Any, key: str) -> bool:
+    """Whether ``data[key]`` holds a mapping or a list that the rest of ``data`` holds too: a YAML alias (``*name``)
+    of an anchor set under ``key`` is the same object (``defaults: &d {k: 5}``, then ``params: *d``)."""
+    def containers(value: Any) -> Iterator[int]:
+        if isinstance(value, (dict, list)):
+            yield id(value)
+            yield from (i for child in (value.values() if isinstance(value, dict) else value) for i in containers(child))
+    if not isinstance(data, dict) or key not in data:
+        return False
+    elsewhere = {i for other, value in data.items() if other != key for i in containers(value)}
+    return any(i in elsewhere for i in containers(data[key]))
 
 
 def _place_in(data: dict, error: dict) -> tuple[int, ...]:

@@ -258,3 +258,18 @@ def test_a_trailing_comma_in_a_json_spec_is_named():
     with pytest.raises(SpecError) as err:
         load_json('{"steps": {"bm25": {"op": "retrieve.bm25",}}}')
     assert err.value.message.endswith("(line 1, column 43); JSON allows no comma before '}' or ']'"), err.value.message
+
+
+def test_a_top_level_key_that_only_holds_an_anchor_is_said_as_one(tmp_path):
+    """``defaults: &d {k: 5}`` (a habit of compose files) said "unknown field" alone; the steps that use it run as
+    written once the anchor is set on its first use."""
+    path = tmp_path / "flow.yaml"
+    path.write_text("defaults: &d {k: 5}\nsteps:\n  bm25: {op: retrieve.bm25, params: *d}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.field == "defaults" and err.value.message.endswith(
+        "'defaults' holds a YAML anchor the steps use: a spec has no other keys, even for that, so set the anchor "
+        "(&name) where the value is first used in the steps"), err.value.message
+    path.write_text("steps:\n  bm25: {op: retrieve.bm25, params: &d {k: 5}}\n  dense: {op: retrieve.dense, "
+                    "params: *d, inputs: []}\n  fused: {op: fuse.rrf, inputs: [bm25, dense]}\n", encoding="utf-8")
+    assert FlowSpec.load(path).steps["dense"].params == {"k": 5}
