@@ -88,7 +88,8 @@ def _aliased(data: Any, key: str) -> bool:
     def containers(value: Any) -> Iterator[int]:
         if isinstance(value, (dict, list)):
             yield id(value)
-            yield from (i for child in (value.values() if isinstance(value, dict) else value) for i in containers(child))
+            for child in value.values() if isinstance(value, dict) else value:
+                yield from containers(child)
     if not isinstance(data, dict) or key not in data:
         return False
     elsewhere = {i for other, value in data.items() if other != key for i in containers(value)}

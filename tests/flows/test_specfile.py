@@ -218,14 +218,16 @@ def test_a_yaml_syntax_error_gives_the_line_and_column_as_a_json_one_does(tmp_pa
 
 
 @pytest.mark.parametrize("text, hint", [
-    ("steps:\n  bm25:\n    op retrieve.bm25\n    params: {k: 5}\n", "line 3 ('op retrieve.bm25') has no ':' after its key"),
+    ("steps:\n  bm25:\n    op retrieve.bm25\n    params: {k: 5}\n",
+     "line 3 ('op retrieve.bm25') has no ':' after its key"),
     ("steps:\n  bm25:\n    op: retrieve.bm25\n    params\n", "line 4 ('params') has no ':' after its key"),
     ("steps:\n  bm25:\n    op:retrieve.bm25\n    params: {k: 5}\n",
      "line 3 ('op:retrieve.bm25'): put a space after a key's colon (key: value)"),
     ("steps:\n  bm25:\n    op: retrieve.bm25\n   params: {k: 5}\n",
      "line 4 does not line up with the lines above it: the keys of one mapping are indented alike, with spaces"),
     ("steps:\n  bm25:\n    op: retrieve.bm25\n      params: {k: 5}\n", "line 4 is indented more than line 3"),
-    ("steps:\n  bm25: op: retrieve.bm25\n", "line 2 holds a value with ': ' in it: a mapping as a value goes in braces"),
+    ("steps:\n  bm25: op: retrieve.bm25\n",
+     "line 2 holds a value with ': ' in it: a mapping as a value goes in braces"),
 ])
 def test_a_missing_colon_or_a_slip_of_indentation_is_said_at_its_line(text, hint):
     """PyYAML said "mapping values are not allowed here (line 4 ...)" for a colon left out on line 3, and "expected
