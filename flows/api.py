@@ -230,8 +230,8 @@ class Flow:
                 raise SpecError(f"params is a dict {{'STEP.PARAM': value}}; got {type(params).__name__} "
                                 f"{short_repr(params)}", field="params")
             spec = with_settings(spec, params)
-        if index is not None and (unused := unused_index(spec, f"index={short_repr(index)}", "leave index out")):
-            raise unused
+        if index is not None and (no := unused_index(spec, f"index='{getattr(index, 'path', index)}'", "drop index=")):
+            raise no
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property

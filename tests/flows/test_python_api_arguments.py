@@ -346,10 +346,10 @@ def test_runs_with_a_cache_folder_each_keep_a_few_databases_open_and_none_delete
 
 
 @pytest.mark.parametrize("steps, said", [
-    ({"words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}, "flow 'f' reads no index; leave "
-     "index out"),
+    ({"words": {"op": "analyze.word_count", "params": {"input_column": "query"}}},
+     "flow 'f' reads no index; drop index="),
     ({"bm25": {"op": "retrieve.bm25", "params": {"index": "/elsewhere/idx"}}}, "flow 'f' names its own index (step "
-     "'bm25' searches '/elsewhere/idx'); leave index out"),
+     "'bm25' searches '/elsewhere/idx'); drop index="),
 ])
 def test_an_index_no_step_would_search_is_refused_as_the_clis_index_is(bm25_index, steps, said):
     """``Flow.load(spec, index=...)`` dropped it without a word: the run searched the spec's own index, or none, where
