@@ -46,11 +46,17 @@ def check_step_ids(steps: Any) -> None:
     from flows.spec_errors import SettingProblem
 
     for step_id in steps:
+        if step_id is None:  # an empty key, ~ or null: YAML's null is no text, and nothing to quote
+            raise SettingProblem("a step id is empty (null: an empty key, ~ or null): give the step a name such as "
+                                 "bm25")
         if not isinstance(step_id, str):
-            kind = "a true/false" if isinstance(step_id, bool) else "a number" if isinstance(
-                step_id, (int, float)) else f"a {type(step_id).__name__}"
-            raise SettingProblem(f"step id {step_id!r} is {kind}, not a name: quote it in YAML ('{step_id}':) or "
-                                 "use a name such as bm25 (and quote it where inputs name it too)", str(step_id))
+            number = isinstance(step_id, (int, float)) and not isinstance(step_id, bool)
+            kind = "a number" if number else "YAML's true/false (unquoted yes, no, on, off)" if isinstance(
+                step_id, bool) else f"a {type(step_id).__name__}"  # a date: 2024-01-01
+            shown = str(step_id).lower() if isinstance(step_id, bool) else str(step_id)
+            # its key where the file writes it as shown (1, not yes for true), so the error names the id's line
+            raise SettingProblem(f"step id {shown} is {kind}, not a name: quote it in YAML ('{shown}':) or use a "
+                                 "name such as bm25 (and quote it where inputs name it too)", shown if number else None)
         if not STEP_ID_PATTERN.fullmatch(step_id):
             raise SettingProblem(_bad_step_id(step_id), step_id or None)
 
