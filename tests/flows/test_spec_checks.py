@@ -193,7 +193,8 @@ def test_the_union_keeps_a_document_once_per_branch_as_documented():
 
 @pytest.mark.parametrize("step_id, field, words", [
     ("", "steps", "''"), ("my step/x", "steps.my step/x", "'my step/x'"), (1, "steps.1", "a number"),
-    (True, "steps", "step id true is YAML's true/false"), (None, "steps", "a step id is empty (null: "), ("recherché", "steps.recherché", "('é', U+00E9, is not ASCII)"),
+    (True, "steps", "step id true is YAML's true/false"), (None, "steps", "a step id is empty (null: "),
+    ("recherché", "steps.recherché", "('é', U+00E9, is not ASCII)"),
     ("\u0430bc", "steps.\u0430bc", "('\u0430', U+0430, is not ASCII)"),  # a Cyrillic a, which looks like a Latin one
     ("a" * 150, "steps." + "a" * 150, "a step id has at most 100 characters, this one has 150: use 1-100 ASCII"),
 ])
