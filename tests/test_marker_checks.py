@@ -1,5 +1,5 @@
-"""tests/conftest.py's check that keeps torch models out of ``make test-fast``, run on a test file of its own in a
-pytest of its own (the check is the suite's conftest, copied beside it)."""
+"""tests/conftest.py's checks that keep torch models and started programs out of ``make test-fast``, each run on a
+test file of its own in a pytest of its own (the checks are the suite's conftest, copied beside it)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,16 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+
+def _pytest_of_its_own(folder: Path, name: str, source: str) -> subprocess.CompletedProcess:
+    """``source`` as the test file ``name`` in ``folder`` beside a copy of the suite's conftest, run by a pytest of
+    its own (no xdist, every outcome listed)."""
+    shutil.copy(TESTS / "conftest.py", folder / "conftest.py")
+    (folder / name).write_text(source)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
+                           "-W", "ignore::pytest.PytestUnknownMarkWarning", name],
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+
 
 MODEL_TESTS = '''
 import pytest
@@ -54,11 +64,7 @@ def test_runs_a_model_unmarked_after_the_check_fired_once():
 
 @pytest.mark.integration  # a pytest of its own that imports torch: about 3 s
 def test_a_test_whose_body_calls_a_torch_model_fails_unless_kept_out_of_the_inner_loop(tmp_path):
-    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
-    (tmp_path / "test_models.py").write_text(MODEL_TESTS)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
-                          "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_models.py"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = _pytest_of_its_own(tmp_path, "test_models.py", MODEL_TESTS)
     # the errors' own lines, not the short summary's (which pytest cuts to the terminal's width, except under CI)
     flagged = set(re.findall(r"^test_models\.py::(\w+): a torch model ran in it: mark it `integration`$",
                              run.stdout, re.MULTILINE))
@@ -111,11 +117,7 @@ def test_last_and_unmarked():
 
 @pytest.mark.process
 def test_a_test_that_starts_a_program_fails_unless_marked_process(tmp_path):
-    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
-    (tmp_path / "test_processes.py").write_text(PROCESS_TESTS)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
-                          "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_processes.py"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = _pytest_of_its_own(tmp_path, "test_processes.py", PROCESS_TESTS)
     flagged = set(re.findall(r"^test_processes\.py::(\w+): it started a process \(.*\): mark it `process`$",
                              run.stdout, re.MULTILINE))
     assert flagged == {"test_starts_python_unmarked"}, run.stdout[-3000:]
