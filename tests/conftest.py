@@ -62,14 +62,20 @@ _data_reads: list[str] = []  # files under ../shared/data opened while a test no
 _watching_data = False
 
 
-# Processes that start a program of their own (Python, `tessera`, a shell, Postgres): each costs make test-fast 0.5-4
-# CPU-seconds, where a unit test costs 0.03 on average (2026-12-07: 126 such tests, a third of its CPU). A bare
-# `os.fork` (a pid that is soon dead, a writer killed mid-write) runs no imports, and git and rsync (the packaging
-# checks, a benchmark's commit) take milliseconds: those are left out.
+# Processes that start a program of their own (Python, `tessera`, a shell, PostgreSQL): each costs make test-fast 0.5-4
+# CPU-seconds, where a unit test costs 0.03 on average (2026-12-07: 86 such tests, a third of its CPU). Other programs
+# take milliseconds and are left out: git and rsync (the packaging checks, a benchmark's commit) and what a library
+# asks as it is first imported, in whichever test that happens to be (`uname -p`, `ldconfig -p`); so is a bare
+# `os.fork` (a pid that is soon dead, a writer killed mid-write), which runs no imports.
 _process_count = 0  # such processes this process started (audit events), and what the latest ran
 _last_process = ""
 _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.exec", "os.spawn", "pty.spawn"})
-_CHEAP_PROGRAMS = frozenset({"git", "rsync"})
+
+
+def _costly(program: str) -> bool:
+    """Whether ``program`` is Python, `tessera`, a shell or one installed in the environment (PostgreSQL's)."""
+    name = os.path.basename(program)
+    return name.startswith("python") or name in ("tessera", "sh", "bash") or program.startswith(sys.prefix)
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -80,7 +86,7 @@ def _audit(event: str, args: tuple) -> None:
     if event in _PROCESS_EVENTS:
         command = args[1] if event == "subprocess.Popen" else event
         words = [str(word) for word in command] if isinstance(command, (list, tuple)) else [str(command)]
-        if os.path.basename(words[0]) not in _CHEAP_PROGRAMS:
+        if event != "subprocess.Popen" or _costly(words[0]):
             _process_count += 1
             _last_process = " ".join(words)
     if _watching_data and event in ("open", "os.listdir", "os.scandir") and args:

@@ -62,7 +62,7 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "15"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "16"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
     # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
@@ -72,6 +72,7 @@ class AnswerGenerator(LLMStep):
     # 13: a Sources: label after the answer's last sentence is read as the sources section; a cut-open [1 dropped
     # 14: the question as asked from a row that has it (not a retrieve.messages row ranked first)
     # 15: a short answer's words count as the question's by their stem, and its span does not stop mid-phrase
+    # 16: an empty question, or a context with no document text in it, is not sent: the query is marked degraded
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -183,8 +184,11 @@ class AnswerGenerator(LLMStep):
                     for qid, rows in groups.items()}
         abstaining = self._abstaining(groups)
         blank = {qid for qid, query in queries.items() if not query.strip()}  # nothing asked: no call, degraded
+        # nothing to answer from (every row cut by generate.context's budget, or rows without text): the model would
+        # answer from its own knowledge, as if from the documents
+        unread = {qid for qid in groups if not closed_book and not contexts[qid].strip()} - blank
         prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups
-                   if qid not in abstaining and qid not in blank}
+                   if qid not in abstaining and qid not in blank and qid not in unread}
         streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
         replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
@@ -194,8 +198,10 @@ class AnswerGenerator(LLMStep):
                 self._abstain(qid, streams)
                 out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
                 continue
-            if qid in blank:
-                self.degrade(qid, "the question is empty: nothing to answer, so the model was not called")
+            if qid in blank or qid in unread:
+                self.degrade(qid, "the question is empty: nothing to answer, so the model was not called" if qid in
+                             blank else f"the context ({p.context_column}) holds no document text: nothing to answer "
+                             "from, so the model was not called")
                 out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
                 continue
             reply = replies[qid]

@@ -174,6 +174,21 @@ def test_an_empty_question_is_not_sent_and_degrades_its_query_alone(fault_models
     assert meta["q2"]["answer"] == "Honey bees make honey [1]." and fault_models.attempts["ok"] == 1
 
 
+def test_a_context_without_document_text_is_not_sent_and_degrades_its_query_alone(fault_models):
+    """Every row cut by the context's budget (or rows without text) left the context empty, and the model answered
+    from its own knowledge, kept as an answer from the documents."""
+    table = with_context(sample_results(2, 2))
+    contexts = table.column("context").to_pylist()
+    table = table.set_column(table.column_names.index("context"), "context",
+                             pa.array(["", ""] + contexts[2:]))
+    op = create("generate.answer", {"model": "fault-ok"}, step_id="answer")
+    out = op(table)
+    meta = op.drain_metadata()
+    assert out.num_rows == 4 and out.column("cited").to_pylist()[:2] == [False, False]
+    assert "holds no document text" in meta["q1"]["degraded"]["reason"] and "answer" not in meta["q1"]
+    assert meta["q2"]["answer"] == "Honey bees make honey [1]." and fault_models.attempts["ok"] == 1
+
+
 def test_a_server_down_for_a_whole_batch_logs_a_few_queries_then_one_line(fault_models, caplog):
     """Each failed query is marked in the metadata; the log names the first few and says the rest go to debug,
     instead of a warning per query (a storm over hundreds of rows buried the run's own output)."""
