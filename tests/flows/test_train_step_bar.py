@@ -30,3 +30,15 @@ def test_without_progress_nothing_is_written(capsys):
     bar.update(2)
     bar.close()
     assert capsys.readouterr().err == ""
+
+
+def test_off_a_terminal_a_line_says_the_time_left_at_the_pace_so_far(capsys, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(module, "LINE_SECONDS", 1000.0)
+    bar = step_bar(5, "cross-encoder", progress=True)
+    for at in (100.0, 110.0, 120.0):  # a slow first step (the model's warm-up), then 10 s each
+        now[0] = at
+        bar.update(1)
+    bar.close()
+    assert capsys.readouterr().err == "cross-encoder: step 3/5, about 0:00:20 left\n"  # 2 steps left at 10 s each
