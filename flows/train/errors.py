@@ -44,6 +44,29 @@ def section_error(err: ValidationError, path: Path, section: type[BaseModel], na
     return TrainError(f"{path}: {message}", field=".".join(filter(None, (name, inside))))
 
 
+def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = ()) -> tuple[str, bool] | None:
+    """The first place in a recipe section's raw ``data`` where a number field holds a YAML boolean, and that value:
+    pydantic reads ``true`` as 1 (``lr: true`` trained at a learning rate of 1.0, ``epochs: yes`` one epoch),
+    which operator params refuse too (``operators.params``)."""
+    from operators.params import is_number
+
+    if not isinstance(data, dict):
+        return None
+    for name, value in data.items():
+        field = model.model_fields.get(str(name))
+        if field is None:
+            continue
+        here = (*loc, str(name))
+        if isinstance(value, bool) and is_number(field.annotation):
+            return ".".join(here), value
+        inner = _model_in(field.annotation)
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items if inner is not None else ():
+            if found := bool_for_number(inner, item, here if index is None else (*here, str(index))):
+                return found
+    return None
+
+
 def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
     """The fields of the model found at ``loc`` inside ``model`` (a list's index passes through), or none."""
     for part in loc:
