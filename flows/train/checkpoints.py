@@ -88,6 +88,7 @@ def check_destination(output: Path, folders: list[Path], *, force: bool) -> None
                 where = "" if parent == output else f" (under {parent}, a file)"
                 raise TrainError(f"--output {output} is not a folder{where}: give a folder for the checkpoints "
                                  "(made if missing)", field="output")
+            _check_writable(output, parent)
             break
     for folder in folders:
         if folder.exists() and not folder.is_dir():
@@ -97,6 +98,21 @@ def check_destination(output: Path, folders: list[Path], *, force: bool) -> None
             raise TrainError(f"{folder} exists but is not a checkpoint of tessera train (no {TRAINING_FILE}): "
                              "training would replace it and delete what it holds; move it, pick another --output or "
                              "--name-prefix, or pass --force to replace it", field="output")
+
+
+def _check_writable(output: Path, existing: Path) -> None:
+    """Refuse an ``output`` whose nearest ``existing`` folder cannot take a file (read-only, another user's), by
+    writing one there: the run failed when it saved its first model, as an internal error, after minutes of mining."""
+    import tempfile
+
+    from flows.train.errors import TrainError
+
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise TrainError(f"--output {output} cannot be written ({err.strerror or err} in {existing}): give a folder "
+                         "you can write for the checkpoints", field="output") from None
 
 
 def kept_as(folder: Path) -> Path | None:

@@ -31,6 +31,16 @@ def test_an_index_dir_that_is_a_file_is_refused_naming_the_option_before_mining(
         assert err.value.field == "index_dir" and lines == [], "it mined before refusing"
 
 
+def test_an_output_that_cannot_be_written_is_refused_naming_the_option_before_mining(tmp_path, monkeypatch):
+    """It was ``internal error: FileNotFoundError`` (or PermissionError) when the first model was saved, after
+    mining. /proc takes no new file even for root, whom a read-only mode does not stop."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    lines: list[str] = []
+    with pytest.raises(TrainError, match=r"--output /proc/tessera-out cannot be written \(.* in /proc\)") as err:
+        train(_options(tmp_path, output=Path("/proc/tessera-out")), log=lines.append)
+    assert err.value.field == "output" and lines == [], "it mined before refusing"
+
+
 @pytest.mark.parametrize("text, problem", [
     (b"name: x\nsteps: {}\ntraining: {split: train, split: dev}\n", "the key 'split' is given twice in one mapping"),
     (b"name: caf\xe9\nsteps: {}\n", "not a spec (the file is not UTF-8 text)"),
@@ -100,6 +110,11 @@ def test_a_numeric_option_that_is_no_number_is_refused_in_tesseras_words(capsys,
      "must be a mapping of allow_eval_split, dataset, split, not '../hotpotqa'"),
     ("mining: {negatives: many}", "training.mining.negatives", "must be a whole number (got 'many')"),
     ("split: no", "training.split", "must be a string (got false); YAML reads unquoted no"),
+    # pydantic read `true` as 1 for a number: lr 1.0, one epoch, trained without a word
+    ("cross_encoder: {lr: true}", "training.cross_encoder.lr", "must be a number, not true"),
+    ("cross_encoder: {then: {epochs: yes}}", "training.cross_encoder.then.epochs", "must be a number, not true"),
+    ("synthetic: {corpora: [{corpus: x, queries: on}]}", "training.synthetic.corpora.0.queries",
+     "must be a number, not true"),
 ])
 def test_a_recipes_bad_training_field_is_one_line_in_a_recipe_authors_words(tmp_path, monkeypatch, capsys, section,
                                                                           field, said):
