@@ -171,6 +171,22 @@ def fan_in(step: str, tables: list[pa.Table], parents: tuple[str, ...]) -> pa.Ta
         raise OperatorError(f"cannot union the outputs of {', '.join(parents)}: {err}", step=step) from None
 
 
+def step_output(step: str, op: str, parts: list[pa.Table]) -> pa.Table:
+    """A step's batches' outputs as one table; outputs whose types differ per batch (a column of numbers in one and
+    text in another) are an error naming the step, not pyarrow's internal one."""
+    try:
+        return concat(parts)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise unjoinable_outputs(step, op, str(err)) from None
+
+
+def unjoinable_outputs(step: str, op: str | None, detail: str) -> OperatorError:
+    """The error both executors raise for a step whose batches' outputs cannot be joined (``detail``: pyarrow's
+    ``Unable to merge: Field x has incompatible types: int64 vs string``)."""
+    return OperatorError(f"its outputs of different batches cannot be joined into one table ({detail.strip()}): "
+                         f"transform must give every batch the same column types", step=step, op=op)
+
+
 class RunState:
     """Bookkeeping of one run: progress events, step records, metadata, the result."""
 

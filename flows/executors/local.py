@@ -8,7 +8,7 @@ from typing import Iterable
 import pyarrow as pa
 
 from flows.cache import StepCache
-from flows.executors.base import RunState, as_flow, as_queries, fan_in, scope_batches
+from flows.executors.base import RunState, as_flow, as_queries, fan_in, scope_batches, step_output
 from flows.model_check import check_env
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
@@ -87,7 +87,7 @@ class LocalExecutor:
             if err.step is None:
                 err.step, err.op = step, op.name
             raise
-        return concat(parts) if parts else runner.run(table.slice(0, 0))[0]
+        return step_output(step, op.name, parts) if parts else runner.run(table.slice(0, 0))[0]
 
     def _read_source(self, op: Operator, step: str, state: RunState) -> pa.Table:
         parts = []

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import ray
 
 from flows.executors._ray_udfs import shared_reporter
-from flows.executors.base import RunState
+from flows.executors.base import RunState, unjoinable_outputs
 from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads, running_executors
 from operators.errors import FlowCancelled, OperatorError, TesseraError
 
@@ -181,6 +181,8 @@ class RunFollower:
         if remote is not None:  # an operator's error, as the operator raised it
             cls, message, step, op, field_ = remote
             raise cls(message, step=step, op=op, field=field_) from error
+        if (unjoinable := self._unjoinable(error)) is not None:
+            raise unjoinable from None
         if isinstance(error, ray.exceptions.RayError):
             cause = getattr(error, "cause", None)
             if isinstance(cause, TesseraError):
@@ -189,6 +191,18 @@ class RunFollower:
             what = _raised(cause, error) if isinstance(cause, BaseException) else _without_cause(error)
             raise OperatorError(f"failed on Ray: {what}", step=step) from error
         raise error
+
+    def _unjoinable(self, error: BaseException) -> OperatorError | None:
+        """A step's batches' outputs that Ray Data could not join (a column of numbers in one, of text in another:
+        in a task's block, a later stage's input or the collected result) as the local executor says it, named
+        after the step that declares the column (Ray's own error named its stage's tasks, ``MapBatches(...)``)."""
+        found = _MERGE.search(_COLOURS.sub("", f"{error}\n{getattr(error, 'cause', None) or ''}"))
+        if found is None:
+            return None
+        flow = self.state.flow
+        makers = [step for step in self.state.steps if found.group(1) in flow.operators[step].produces()]
+        step = makers[0] if len(makers) == 1 else self.current or self.last_step
+        return unjoinable_outputs(step, flow.operators[step].name if step else None, found.group(0))
 
 
 class ReportLine:
@@ -264,5 +278,6 @@ def _lines(error: object) -> list[str]:
     return [line.strip() for line in _COLOURS.sub("", str(error)).splitlines() if line.strip()]
 
 
+_MERGE = re.compile(r"Unable to merge: Field (\S+) has incompatible types: [^\n]*")  # pyarrow's, however wrapped
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # the terminal colours Ray writes around a task's name
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")  # a traceback's last line

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import ray
 from pydantic import BaseModel, ConfigDict
@@ -305,3 +306,63 @@ def test_a_query_that_is_not_text_is_named_by_its_position_in_python_words(queri
         as_queries(queries)
     assert caught.value.field == "queries" and caught.value.message.startswith(said), caught.value.message
     assert "NoneType" not in caught.value.message
+
+
+TYPED_PER_BATCH = '''
+import pyarrow as pa
+from operators.base import Operator
+
+
+class Flagger(Operator):
+    """Flags every row: with numbers in the batch holding query 1, with text in the others."""
+
+    name = "mylab.flag"
+    batch_size = 1
+
+    def produces(self):
+        return {"flag": "chip"}
+
+    def transform(self, table):
+        numbers = "1" in table.column("qid").to_pylist()
+        return table.append_column("flag", pa.array([1 if numbers else "x"] * table.num_rows))
+'''
+UNJOINABLE = ("its outputs of different batches cannot be joined into one table (Unable to merge: Field flag has "
+              "incompatible types: int64 vs string): transform must give every batch the same column types")
+
+
+def _unjoinable_flow(plugin_module):
+    plugin_module("typed", TYPED_PER_BATCH)
+    return Flow.load({"name": "f", "steps": {"x": {"op": "mylab.flag"}, "words": {
+        "op": "analyze.word_count", "params": {"input_column": "query"}, "inputs": ["x"]}}}).built
+
+
+def test_a_plugin_whose_output_types_differ_per_batch_is_named_locally(plugin_module):
+    """The local executor's join of the batches failed as `internal error: ArrowTypeError`, exit status 1."""
+    with pytest.raises(OperatorError) as caught:
+        make_executor("local").run(_unjoinable_flow(plugin_module), ["honey bees", "opera singers"])
+    assert (caught.value.step, caught.value.op, caught.value.message) == ("x", "mylab.flag", UNJOINABLE)
+
+
+def _ray_join_failure() -> BaseException:
+    """What the Ray executor's worker thread gets when a task's block builder cannot join the step's outputs."""
+    from ray.data._internal.tensor_extensions.arrow import ArrowConversionError
+
+    cause = ArrowConversionError("Failed to unify schemas: Unable to merge: Field flag has incompatible types: "
+                                 "int64 vs string\n----------------\nSchemas:\n[qid: string")
+    failed = ray.exceptions.RayTaskError("MapBatches(run_as_task)", f"Traceback ...\n{cause}", cause)
+    return failed.as_instanceof_cause()
+
+
+@pytest.mark.parametrize("error", [
+    _ray_join_failure,
+    lambda: pa.ArrowTypeError("Unable to merge: Field flag has incompatible types: int64 vs string"),
+], ids=["in a task's block", "in the driver's collect"])
+def test_a_plugin_whose_output_types_differ_per_batch_is_named_on_ray_as_locally(plugin_module, error):
+    """Ray said `step 'words': failed on Ray: ArrowConversionError: Error converting data to Arrow: ...` (the stage
+    being run, no operator), or, joined on the driver, `internal error: ArrowTypeError`."""
+    follower = RunFollower(RunState(_unjoinable_flow(plugin_module), "ray", cache=None, progress=None,
+                                    cancel=None))
+    follower.last_step = follower.current = "words"  # the column's step is named, not the stage it streams into
+    with pytest.raises(OperatorError) as caught:
+        follower.raise_error(error(), None)
+    assert (caught.value.step, caught.value.op, caught.value.message) == ("x", "mylab.flag", UNJOINABLE)
