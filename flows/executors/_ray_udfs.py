@@ -69,6 +69,10 @@ class _Reporter:
         events.append(("batch", step, stats))
         return run in self._cancelled
 
+    def started(self, run: str, step: str) -> None:
+        """A worker began the step's first batch (a run not open: dropped): a cancel while it runs names it."""
+        self._events.get(run, []).append(("start", step, None))
+
     def cancelled(self, run: str) -> bool:
         return run in self._cancelled or run not in self._events
 
@@ -159,7 +163,7 @@ class _Callable:
 
     def __init__(self, *, reporter: Any, run: str, flow: str = "", rows: list[dict[str, Any]] = ()) -> None:
         self.reporter, self.run, self.flow = reporter, run, flow
-        self.cancelled, self.asked = False, 0.0
+        self.cancelled, self.asked, self.started = False, 0.0, set()
         self.chain: list[tuple[StepRunner, int | None]] = []
         self.reads: list[tuple[str, ...]] = []
         for spec in rows:
@@ -185,6 +189,9 @@ class _Callable:
         raised below the step (a model this node cannot find) is named after it, as the driver's checks name it."""
         step = runner.op.step_id
         self._check(step)
+        if step not in self.started:
+            self.started.add(step)
+            self.reporter.started.remote(self.run, step)  # not waited for
         try:
             with interruptible(lambda: self._check(step)):
                 return runner.run(batch)

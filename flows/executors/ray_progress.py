@@ -61,6 +61,7 @@ class RunFollower:
         self.finished: set[str] = set()
         self.last_step: str | None = None   # the step of the last batch reported
         self.current: str | None = None     # the step the worker thread is building
+        self.in_flight: str | None = None   # the furthest step (in flow order) a worker started
 
     def follow(self, work: Callable[[], None], name: str) -> None:
         """Run ``work`` on a worker thread until it ends; returns the error it raised, if any."""
@@ -147,15 +148,25 @@ class RunFollower:
             events = ray.get(self.reporter.drain.remote(self.run_id))
         except ray.exceptions.RayError:
             events = []
-        for _, step, stats in events:
-            self.last_step = step
-            self.start(step)
-            self.state.add_batch(step, stats)
+        self.take(events)
         for kind, *args in messages:
             if kind == "time":
                 self.state.result.timings.add(*args)
             else:
                 self.finish(args[0])
+
+    def take(self, events: list[tuple[str, str, Any]]) -> None:
+        """The reporter's events: a batch's statistics (``"batch"``), or a worker's start of a step's first batch
+        (``"start"``), which makes the step the furthest in flight, the one a cancel names (a slow plugin's step, not
+        the retriever before it whose batches had all reported)."""
+        order = list(self.state.steps)
+        for kind, step, stats in events:
+            self.start(step)
+            if self.in_flight is None or order.index(step) > order.index(self.in_flight):
+                self.in_flight = step
+            if kind == "batch":
+                self.last_step = step
+                self.state.add_batch(step, stats)
 
     def start(self, step: str) -> None:
         if step not in self.state.result.steps:
@@ -177,7 +188,7 @@ class RunFollower:
         if self.state.cancel.cancelled:  # named after the step a worker stopped in, where one did
             stopped = remote[2] if remote is not None and remote[0] is FlowCancelled else None
             raise FlowCancelled(self.state.cancel.reason or "cancelled",
-                                step=stopped or self.last_step or self.current) from None
+                                step=stopped or self.in_flight or self.last_step or self.current) from None
         if remote is not None:  # an operator's error, as the operator raised it
             cls, message, step, op, field_ = remote
             raise cls(message, step=step, op=op, field=field_) from error

@@ -18,7 +18,7 @@ from flows.executors.base import RunState, as_queries
 from flows.executors.ray_progress import RunFollower
 from flows.model_check import MissingEnvError, check_env
 from operators.base import Operator
-from operators.errors import OperatorError, ParamsError, SpecError, UnknownOperatorError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, UnknownOperatorError
 from operators.registry import get_operator
 
 CORPUS = [
@@ -366,3 +366,21 @@ def test_a_plugin_whose_output_types_differ_per_batch_is_named_on_ray_as_locally
     with pytest.raises(OperatorError) as caught:
         follower.raise_error(error(), None)
     assert (caught.value.step, caught.value.op, caught.value.message) == ("x", "mylab.flag", UNJOINABLE)
+
+
+def test_a_ray_run_cancelled_in_a_slow_step_names_it_not_the_step_before_that_reported(tmp_path):
+    """Ctrl-C during a plugin's slow first batch said `cancelled: step 'bm25'` (the last step whose batch reported;
+    the local executor names the slow one), as the workers' stops do not reach a batch that never returns."""
+    from flows.progress import CancelToken
+    from flows.runner import BatchStats
+
+    flow = Flow.load({"name": "f", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": corpus_file(tmp_path), "k": 2}},
+        "count": {"op": "analyze.word_count"}}}).built
+    cancel = CancelToken()
+    follower = RunFollower(RunState(flow, "ray", cache=None, progress=None, cancel=cancel))
+    follower.take([("start", "bm25", None), ("start", "count", None), ("batch", "bm25", BatchStats(rows_out=2))])
+    cancel.cancel("interrupted (Ctrl-C)")
+    with pytest.raises(FlowCancelled) as caught:
+        follower.raise_error(RuntimeError("stopped"), None)
+    assert (caught.value.step, caught.value.message) == ("count", "interrupted (Ctrl-C)")
