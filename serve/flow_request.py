@@ -189,7 +189,8 @@ def check_models_here(flow: Any) -> None:
         raise ApiError(503, f"the flow was not run: {err.message}", kind="server_error",
                        code="extra_not_installed") from None
     except ModelUnreachableError as err:  # the server's Ollama down: each answer would fail after the retrieval
-        raise ApiError(503, f"the flow was not run: {err}", kind="server_error", code="model_unreachable") from None
+        raise ApiError(503, f"the flow was not run: {err}", kind="server_error", code="model_unreachable",
+                       param=err.field) from None  # the step's model field, which a client (the web UI) names
     except SettingError as err:  # the server's own setting ($TESSERA_LLM_THREADS), not the request's
         raise ApiError(503, f"a setting of the service is wrong, so the flow was not run: {err.message}",
                        kind="server_error", code="setting_invalid") from None

@@ -110,6 +110,7 @@ def test_a_model_on_an_ollama_server_that_does_not_answer_is_the_services_503_no
     with pytest.raises(ApiError) as err:
         service.prepare({"flow": {"steps": steps}, "query": "honey"}, "local")
     assert (err.value.status, err.value.code, err.value.kind) == (503, "model_unreachable", "server_error")
+    assert err.value.param == "steps.answer.params.model"  # the field, as a 422 names it (the web UI says it)
     assert "model 'gemma2' cannot be reached: no Ollama server answers on http://127.0.0.1:" in err.value.message
     flow_store.save("ollama_rag", FlowSpec.parse({"steps": {**steps, "bm25": {
         "op": "retrieve.bm25", "params": {"k": 3, "index": "news"}}}}), owner=flow_owner("local"))
