@@ -105,12 +105,18 @@ const inPageWords = (message) => LIST_HINTS.reduce((text, [list, said]) => text.
 /** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: ",
  * "field 'flow': ", "step 'fused', field 'steps.fused.op': " and "step 'a', operator 'rerank.api', field
  * 'steps.a.params.url': " said it twice, the last two with the step's and operator's names a flow's author reads in
- * the spec, not a page's user. */
+ * the spec, not a page's user. The field is also left out after the clause that leads the message ("the flow was
+ * not run: step 'answer', field 'steps.answer.params.model': model ...", a 503 model_unreachable), and where the
+ * step's operator names it within its step ("step 'bm25', operator 'retrieve.bm25', field 'params.filter': ", a
+ * filter's column not found, for ``steps.bm25.params.filter``). */
 function withoutParam(message, param) {
   if (!param) return message;
-  const name = String(param).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const prefix = new RegExp(`^(?:${name}: |(?:step '[^']*', )?(?:operator '[^']*', )?field '${name}': )`);
-  return message.replace(prefix, "") || message;
+  const quoted = (text) => String(text).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const name = quoted(param);
+  const inStep = /^steps\.([^.]+)\.(.+)$/.exec(param);
+  const own = inStep ? `|step '${quoted(inStep[1])}', (?:operator '[^']*', )?field '${quoted(inStep[2])}'` : "";
+  const clause = new RegExp(`(^|: )(?:(?:step '[^']*', )?(?:operator '[^']*', )?field '${name}'${own}): `);
+  return message.replace(new RegExp(`^${name}: `), "").replace(clause, "$1") || message;
 }
 
 const NO_ANSWER = "the service did not answer: is it running?";

@@ -108,8 +108,9 @@ FLOW_LIST = (r" \(built-in: [^()]*; saved: [^()]*\)$",
 def page_error(status: int, error: dict) -> str:
     """An API error as the page shows it: the field it names, then its message without that field again at its start
     ("index: ", "field 'flow': ", "step 'fused', field 'steps.fused.op': ", "step 'a', operator 'rerank.api', field
-    'steps.a.params.url': "), its pointers to the API's routes said as the page's tabs, its list of flows as the Flows
-    tab."""
+    'steps.a.params.url': ", or "field 'params.filter'" of step 'bm25' for steps.bm25.params.filter; also after a
+    leading clause, "the flow was not run: "), its pointers to the API's routes said as the page's tabs, its list of
+    flows as the Flows tab."""
     message, param = error["message"], error.get("param")
     for route, tab in ROUTE_HINTS.items():
         message = message.replace(route, tab)
@@ -117,7 +118,10 @@ def page_error(status: int, error: dict) -> str:
     if not param:
         return f"HTTP {status}: {message}"
     message = message.removeprefix(f"{param}: ")
-    message = re.sub(rf"^(?:step '[^']*', )?(?:operator '[^']*', )?field '{re.escape(param)}': ", "", message)
+    in_step = re.fullmatch(r"steps\.([^.]+)\.(.+)", param)  # also as its step's operator names it: 'params.filter'
+    own = rf"|step '{re.escape(in_step[1])}', (?:operator '[^']*', )?field '{re.escape(in_step[2])}'" if in_step else ""
+    said = rf"(^|: )(?:(?:step '[^']*', )?(?:operator '[^']*', )?field '{re.escape(param)}'{own}): "
+    message = re.sub(said, r"\1", message, count=1)  # at the start, or after the clause that leads it
     if in_step := re.fullmatch(r"steps\.([^.]+)\.params\.(.+)", param):  # a step's param: its step and name
         return f"HTTP {status} (step '{in_step[1]}', param '{in_step[2]}'): {message}"
     return f"HTTP {status} (field: {param}): {message}"

@@ -143,3 +143,34 @@ def test_another_keys_index_is_refused_with_where_its_owner_shares_it_in_the_pag
     assert 'PATCH /v1/indices/{name} and {"shared": true}' in error["message"]
     assert shown == f"HTTP 403 (field: index): index '{name}' belongs to another key, which has not shared it (its " \
                     "owner shares it with the share button of the Indices tab)" == page_error(403, error)
+
+
+def test_a_step_field_said_inside_the_message_is_said_once_in_the_pages_words(browser, ui_app):
+    """A flow whose answer step's model is on an Ollama server that does not answer (``gemma2``: none runs here) was
+    a 503 without the field, "HTTP 503: the flow was not run: step 'answer', field 'steps.answer.params.model': ...";
+    a filter's column the index lacks named it as its operator does, "HTTP 422 (step 'bm25', param 'filter'): step
+    'bm25', operator 'retrieve.bm25', field 'params.filter': filter column(s) ['TITLE'] not found ..."."""
+    tag = secrets.token_hex(3)
+    bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
+    flows = {f"ollama_{tag}": {"bm25": bm25, "context": {"op": "generate.context"},
+                               "answer": {"op": "generate.answer", "params": {"model": "gemma2"}}},
+             f"case_{tag}": {"bm25": {**bm25, "params": {"k": 3, "filter": {"field": "TITLE", "eq": "x"}}}}}
+    for name, steps in flows.items():
+        assert ui_app.api("PUT", f"/flows/{name}", {"steps": steps}).status_code == 201
+    open_page(browser, ui_app)
+    wait(browser, lambda d: set(flows) <= set(flow_names(d)))
+    shown = {}
+    for name in flows:
+        Select(by_id(browser, "flow")).select_by_value(name)
+        set_text(browser, "queries", QUERY)
+        by_id(browser, "search-button").click()
+        shown[name] = wait(browser, lambda d: error_text(d))
+        refused = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY})
+        assert shown[name] == page_error(refused.status_code, refused.json()["error"])
+        assert "field 'steps." not in shown[name] and "field 'params." not in shown[name], shown[name]
+    assert shown[f"ollama_{tag}"].startswith("HTTP 503 (step 'answer', param 'model'): the flow was not run: model "
+                                             "'gemma2' cannot be reached: ")
+    assert shown[f"case_{tag}"].startswith("HTTP 422 (step 'bm25', param 'filter'): filter column(s) ['TITLE'] not "
+                                           "found ('TITLE': did you mean 'title'?)")
+    for name in flows:
+        ui_app.api("DELETE", f"/flows/{name}")
