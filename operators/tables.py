@@ -144,7 +144,7 @@ def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
     consecutive queries is one zero-copy slice. The rows are put in that order with one
     ``take`` (none when they already are): a ``take`` per query would cost the whole table
     each time when its columns have several chunks (Arrow concatenates them per call),
-    quadratic in the number of queries.
+    quadratic in the number of queries; ``grouped`` is one chunk, as a slice walks them all.
     """
     if table.num_rows == 0:
         return table, [], np.zeros(1, dtype=np.int64)
@@ -152,6 +152,10 @@ def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
     order = qid_group_order(table, qids)
     rows = np.argsort(order, kind="stable")
     grouped = table if np.array_equal(rows, np.arange(len(rows))) else table.take(pa.array(rows))
+    if grouped.num_columns and grouped.column(0).num_chunks > 1:
+        # a slice walks every chunk of every column: with a chunk per query (a retriever's output, a cached
+        # step's), printing 20,000 queries' tables sat silent for a minute, quadratic in the queries
+        grouped = grouped.combine_chunks()
     bounds = np.searchsorted(order[rows], np.arange(order.max() + 2))
     return grouped, [str(qids[rows[start]]) for start in bounds[:-1]], bounds
 

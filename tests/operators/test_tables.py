@@ -5,7 +5,7 @@ import pytest
 
 from operators import create
 from operators.errors import MissingColumnsError
-from operators.tables import qid_groups, query_rows, require_columns, set_ranking
+from operators.tables import group_by_qid, qid_groups, query_rows, require_columns, set_ranking
 
 
 def test_set_ranking_orders_by_score_breaks_ties_by_docno_and_keeps_step_copy():
@@ -48,6 +48,16 @@ def test_qid_groups_of_a_many_chunk_table_match_the_combined_table():
     assert sum(len(g["i"]) for _, g in combined) == 24
     grouped = pa.table({"qid": ["a", "a", "b"], "i": [0, 1, 2]})  # already in group order: slices of the input
     assert [g.column("i").to_pylist() for _, g in qid_groups(grouped)] == [[0, 1], [2]]
+
+
+def test_qid_groups_of_a_chunk_per_query_slice_one_chunk():
+    """A step's output of one chunk per query (20,000 queries: 20,000 chunks) made each query's slice walk every
+    chunk: `tessera run` sat silent for a minute before its first table."""
+    table = pa.concat_tables([pa.table({"qid": [f"q{q}"] * 3, "i": [q] * 3}) for q in range(50)])
+    assert table.column("qid").num_chunks == 50
+    grouped, qids, _ = group_by_qid(table)
+    assert {grouped.column(c).num_chunks for c in ("qid", "i")} == {1}
+    assert [(q, g.column("i").to_pylist()) for q, g in qid_groups(table)] == [(f"q{q}", [q] * 3) for q in range(50)]
 
 
 def test_missing_columns_error_names_operator_and_columns():
