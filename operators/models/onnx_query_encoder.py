@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from operators.errors import TesseraError
+from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint
 from operators.models.batching import CPU_BATCH
 from operators.models.fast_tokens import batching, longest_first, token_arrays
@@ -52,6 +52,8 @@ _EXPORTING = threading.Lock()
 _TRIED: set[str] = set()
 #: The longest an export's child process may take (MiniLM: about 10 s) before it is ended and the export given up.
 EXPORT_TIMEOUT_S = 900
+#: How often an export's wait checks whether the run was stopped (seconds).
+POLL_S = 0.2
 
 #: Environment variable choosing the query encoder: ``auto`` (default), ``torch`` or ``onnx``.
 ENV = "TESSERA_QUERY_ENCODER"
@@ -258,6 +260,8 @@ def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
             return _export_in_child(reference, path, wait=wait)
         finally:
             _EXPORTING.release()
+    except FlowCancelled:  # the run was stopped during the export: it stops now, not after a torch fallback
+        raise
     except FastPathUnavailable as err:
         log.debug("no query-encoder export for '%s': %s", reference, err)
     except Exception as err:  # noqa: BLE001 - an optimisation must never fail the query
@@ -298,7 +302,7 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
         with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) as child:
             try:
-                _, errors = child.communicate(timeout=EXPORT_TIMEOUT_S)
+                errors = wait_for_child(child, EXPORT_TIMEOUT_S)
             except BaseException:  # interrupted, or past the timeout: the child must not outlive the wait
                 child.terminate()  # SIGTERM: it unwinds and removes its partial file
                 try:
@@ -311,6 +315,7 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
                 (folder / f".model.{child.pid}.onnx").unlink(missing_ok=True)  # left by a child killed outright
     finally:
         lock.release()
+    checkpoint()  # a terminal's Ctrl-C ended the child too: the run stops, no "could not export" warning
     if child.returncode == NOT_ON_CPU:
         log.debug("no query-encoder export for '%s': %s", reference, errors.strip())
         return None
@@ -319,6 +324,22 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
         reason = ([line for line in errors.splitlines() if line.strip()] or [f"exit status {child.returncode}"])[-1]
         raise ExportFailed(reason)
     return folder / "model.onnx"
+
+
+def wait_for_child(child: subprocess.Popen, timeout: float) -> str:
+    """``child``'s stderr once it exits, checking the run's cancel (``checkpoint``) every ``POLL_S`` meanwhile: a
+    Ctrl-C or SIGTERM of a `tessera run` waited for the whole 10-20 s export, then loaded torch for the query.
+    Raises ``subprocess.TimeoutExpired`` past ``timeout`` seconds, ``FlowCancelled`` when the run is stopped."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        checkpoint()
+        try:
+            return child.communicate(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))[1]
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def export_after_ingest(index: str | os.PathLike) -> tuple[str, Path] | None:

@@ -471,3 +471,30 @@ def test_a_damaged_export_falls_back_saying_to_delete_it(tmp_path, caplog):
                          pooling="mean", normalize=True, dimension=384)
     [warning] = [r.getMessage() for r in caplog.records if "ONNX Runtime cannot load" in r.getMessage()]
     assert str(damaged) in warning and "delete that file" in warning and "exports it again" in warning
+
+
+@pytest.mark.process
+def test_a_stopped_run_stops_waiting_for_the_export_child_within_a_poll():
+    """`tessera run dense` in a fresh home waited for the whole 10-20 s export after Ctrl-C or SIGTERM (then loaded
+    torch for the query): the wait checks the run's cancel, and the caller's cleanup ends the child."""
+    from operators.errors import FlowCancelled
+    from operators.interrupt import interruptible
+    from operators.models.onnx_query_encoder import wait_for_child
+
+    stopped_at = time.monotonic() + 0.5
+
+    def check():
+        if time.monotonic() >= stopped_at:
+            raise FlowCancelled("interrupted (Ctrl-C)")
+
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as child:
+        try:
+            with interruptible(check), pytest.raises(FlowCancelled):
+                wait_for_child(child, 60)
+            assert time.monotonic() - stopped_at < 1.0 and child.poll() is None
+        finally:
+            child.kill()
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('why')"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as child:
+        assert wait_for_child(child, 60) == "why"
