@@ -11,11 +11,13 @@ each document is counted once, even when Ray embeds a shard again after a worker
 events. Either may be off. It takes reports from several threads. Off a terminal (a log,
 ``ray job submit``) the bar's carriage-return redraws would fill the log, so it prints
 lines instead, as ``tessera run`` and ``bench`` do: one per committed shard, one at the end
-of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded.
+of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded; those with documents done say the
+pace so far and the time left.
 """
 
 from __future__ import annotations
 
+import datetime
 import sys
 import threading
 import time
@@ -64,7 +66,7 @@ class ProgressTracker:
         self._lock = threading.Lock()
         self._bar = None
         self.staged = ""  # staging: why no document was read (``staged_before``)
-        self._last_line = time.monotonic()
+        self._last_line = self._started = time.monotonic()
 
     def __enter__(self) -> "ProgressTracker":
         from tqdm import tqdm
@@ -140,18 +142,32 @@ class ProgressTracker:
             if self._bar is not None:
                 self._bar.set_postfix(shards=self._shards(), failures=self.failures)
             elif self.lines:
-                self._line(f"shard {self._shards()} committed, {self._done()} docs, {self.failures} failed")
+                self._line(f"shard {self._shards()} committed, {self._done()} docs, {self.failures} failed"
+                           + self._pace())
 
     def _advance(self, docs: int, *, heartbeat: bool = True) -> None:
         self.docs += docs
         if self._bar is not None:
             self._bar.update(docs)
         elif self.lines and heartbeat and docs and time.monotonic() - self._last_line >= HEARTBEAT_S:
-            self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else ""))
+            self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "")
+                       + self._pace())
         self._emit()
 
     def _shards(self) -> str:
         return f"{self.shards}/{len(self.shard_docs) or '?'}"
+
+    def _pace(self) -> str:
+        """``, 1624 docs/s, about 0:00:18 left`` at the stage's pace so far (a log's lines said counts alone: how
+        long a 100,000-document ingest would take was the reader's sum)."""
+        seconds = time.monotonic() - self._started
+        if not self.docs or seconds <= 0:
+            return ""
+        rate = self.docs / seconds
+        text = f", {rate:.0f} docs/s"
+        if self.docs_total and self.docs < self.docs_total:
+            text += f", about {datetime.timedelta(seconds=round((self.docs_total - self.docs) / rate))} left"
+        return text
 
     def _done(self) -> str:
         return f"{self.docs}/{self.docs_total}" if self.docs_total is not None else str(self.docs)

@@ -13,6 +13,7 @@ import datetime
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,9 +100,11 @@ def test_the_bar_counts_a_committed_shards_documents_before_it_shows_the_shard(m
         tracker.embedded("b", 3)
         tracker.committed("a", 4, 1)
         tracker.committed("b", 6, 0)
-    assert lines.getvalue().splitlines() == ["ingest: 10 docs in 2 shard(s)",
-                                             "ingest: shard 1/2 committed, 7/10 docs, 1 failed",
-                                             "ingest: shard 2/2 committed, 10/10 docs, 1 failed"]
+    written = lines.getvalue().splitlines()
+    assert written[0] == "ingest: 10 docs in 2 shard(s)" and len(written) == 3, written
+    assert re.fullmatch(r"ingest: shard 1/2 committed, 7/10 docs, 1 failed, \d+ docs/s, about \d+:\d\d:\d\d left",
+                        written[1]), written  # the pace and the time left: a log's reader need not do the sums
+    assert re.fullmatch(r"ingest: shard 2/2 committed, 10/10 docs, 1 failed, \d+ docs/s", written[2]), written
 
 
 def _interrupt_after_first_commit(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
