@@ -134,7 +134,8 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
     assert_interrupted(proc, lines, seconds, resume=True)
     # off a terminal, lines and no bar redraws (the documents count those of the next shard embedded so far)
     assert lines[:2] == ["staging: 400 docs", "ingest: 400 docs in 4 shard(s)"], lines
-    assert lines[2].startswith("ingest: shard 1/4 committed, ") and lines[2].endswith(" docs, 0 failed"), lines
+    assert lines[2].startswith("ingest: shard 1/4 committed, ") and " docs, 0 failed, " in lines[2] \
+        and lines[2].endswith(" left"), lines
     first = committed_docnos(index)
     assert 0 < len(first) < len(committed_docnos(tmp_path / "reference"))
 
