@@ -206,12 +206,18 @@ class RunFollower:
     def _unjoinable(self, error: BaseException) -> OperatorError | None:
         """A step's batches' outputs that Ray Data could not join (a column of numbers in one, of text in another:
         in a task's block, a later stage's input or the collected result) as the local executor says it, named
-        after the step that declares the column (Ray's own error named its stage's tasks, ``MapBatches(...)``)."""
+        after the step that declares the column (Ray's own error named its stage's tasks, ``MapBatches(...)``); where
+        that step is one branch of a fan-in whose other branches do not declare it (a count written into ``title``
+        beside a branch that keeps the text), after the fan-in, as the local executor's union says it."""
         found = _MERGE.search(_COLOURS.sub("", f"{error}\n{getattr(error, 'cause', None) or ''}"))
         if found is None:
             return None
         flow = self.state.flow
         makers = [step for step in self.state.steps if found.group(1) in flow.operators[step].produces()]
+        for step in self.state.steps:
+            parents = tuple(flow.inputs.get(step) or ())
+            if len(parents) > 1 and 0 < len(set(parents) & set(makers)) < len(parents):
+                return OperatorError(f"cannot union the outputs of {', '.join(parents)}: {found.group(0)}", step=step)
         step = makers[0] if len(makers) == 1 else self.current or self.last_step
         return unjoinable_outputs(step, flow.operators[step].name if step else None, found.group(0))
 

@@ -161,7 +161,7 @@ def test_fan_in_of_incompatible_branches_names_the_step(make_executor):
     }})
     with pytest.raises(OperatorError, match="title") as err:
         make_executor().run(spec, sample_results(2, 3))
-    assert err.value.step == "join"
+    assert err.value.step == "join" and "cannot union the outputs of count_into_title, plain: " in str(err.value)
 
 
 def test_local_executor_stops_at_the_next_batch_when_cancelled():
