@@ -45,6 +45,8 @@ class BatchStats:
     seconds: float = 0.0
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)  # what the operator spent (LLM calls, tokens)
+    #: Warnings a Ray worker kept from its own log, for the driver to say: (logger, level, message) (ray_warnings).
+    warnings: list[tuple[str, int, str]] = field(default_factory=list)
 
     def add(self, other: "BatchStats") -> None:
         self.units += other.units
@@ -54,6 +56,7 @@ class BatchStats:
         self.seconds += other.seconds
         merge_metadata(self.metadata, other.metadata)
         add_usage(self.usage, other.usage)
+        self.warnings += other.warnings
 
     def to_dict(self) -> dict[str, Any]:
         return {"units": self.units, "hits": self.hits, "rows_in": self.rows_in,

@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from flows.cache import StepCache
 from flows.executors import ray_metrics
 from flows.executors.base import fan_in, scope_batches
+from flows.executors.ray_warnings import carried
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
@@ -193,8 +194,8 @@ class _Callable:
             self.started.add(step)
             self.reporter.started.remote(self.run, step)  # not waited for
         try:
-            with interruptible(lambda: self._check(step)):
-                return runner.run(batch)
+            with interruptible(lambda: self._check(step)):  # its warnings said by the driver (ray_warnings)
+                return carried(runner.run, batch)
         except TesseraError as err:
             _named(err, runner.op)
             raise
@@ -278,7 +279,6 @@ class StepUDF(_Callable):
         except TesseraError as err:
             self._forward(err, self.step)
             raise
-
 
     def _fan_in(self, batch: pa.Table) -> pa.Table:
         """A fused fan-in over one block of whole queries: each step over its whole input, in the local

@@ -34,6 +34,7 @@ import ray
 from flows.executors._ray_udfs import shared_reporter
 from flows.executors.base import RunState, unjoinable_outputs
 from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads, running_executors
+from flows.executors.ray_warnings import say
 from operators.errors import FlowCancelled, OperatorError, TesseraError
 
 #: Seconds between two polls of the reporter by the driver.
@@ -166,6 +167,7 @@ class RunFollower:
                 self.in_flight = step
             if kind == "batch":
                 self.last_step = step
+                say(stats.warnings)  # the degraded queries' warnings, as the local run logs them
                 self.state.add_batch(step, stats)
 
     def start(self, step: str) -> None:

@@ -56,3 +56,34 @@ def test_the_console_script_prints_a_steps_cost_as_a_note_not_a_warning(tmp_path
     assert done.returncode == 0, done.stderr
     assert "tessera: rerank.llm_group [groups]: 3 model calls for 1 query, starting\n" in done.stderr, done.stderr
     assert "warning:" not in done.stderr and fault_models.attempts["ok"] == 3
+
+
+def test_a_ray_batchs_degraded_warnings_are_said_by_the_driver_as_the_local_run_says_them(capsys, monkeypatch):
+    """With ``--executor ray`` a degraded query's warning came out as Ray's forwarded worker output (``(pid=...)``
+    prefixes, colours, "repeated 2x across cluster") in place of these lines. A worker's batch now keeps them from its
+    own log (``ray_warnings.carried``) and the driver says them (``say``): the local run's lines, its cap included."""
+    import socket
+
+    import pyarrow as pa
+
+    from flows.executors.ray_warnings import carried, say
+    from flows.runner import StepRunner
+    from operators.registry import create
+    from operators.testing import sample_results
+
+    monkeypatch.setattr(logging.getLogger("operators"), "handlers", [_log_lines._CommandLines(logging.WARNING)])
+    with socket.socket() as probe:  # a localhost port nobody listens on: every request is refused at once
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/rerank"
+    op = create("rerank.api", {"url": url, "max_retries": 0, "timeout": 2}, step_id="remote")
+    table = sample_results(1, 7)  # a query a row: more degraded queries than a batch's warnings, five and a summary
+    table = table.set_column(0, "qid", pa.array([f"q{i}" for i in range(7)]))
+    local = StepRunner(op, None).run(table)[1]
+    said_locally = capsys.readouterr().err
+    assert said_locally.count("tessera: warning: rerank.api [remote]: query ") == 5
+    assert "more queries of this batch keep its first-stage ranking" in said_locally.splitlines()[-1]
+    out, stats = carried(StepRunner(op, None).run, table)
+    assert capsys.readouterr().err == ""  # the worker's log: nothing (Ray forwarded it to the terminal)
+    assert stats.metadata == local.metadata and out.num_rows == table.num_rows
+    say(stats.warnings)
+    assert capsys.readouterr().err == said_locally
