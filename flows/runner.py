@@ -45,8 +45,9 @@ class BatchStats:
     seconds: float = 0.0
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)  # what the operator spent (LLM calls, tokens)
-    #: Warnings a Ray worker kept from its own log, for the driver to say: (logger, level, message) (ray_warnings).
-    warnings: list[tuple[str, int, str]] = field(default_factory=list)
+    #: Warnings a Ray worker kept from its own log, for the driver to say (ray_warnings): (logger, level, message,
+    #: the function that logged it).
+    warnings: list[tuple[str, int, str, str]] = field(default_factory=list)
 
     def add(self, other: "BatchStats") -> None:
         self.units += other.units

@@ -23,12 +23,12 @@ class _Kept(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self.thread = threading.get_ident()
-        self.records: list[tuple[str, int, str]] = []
+        self.records: list[tuple[str, int, str, str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING or threading.get_ident() != self.thread:
             return True
-        self.records.append((record.name, record.levelno, record.getMessage()))
+        self.records.append((record.name, record.levelno, record.getMessage(), record.funcName))
         return False
 
 
@@ -44,7 +44,10 @@ def carried(run: Callable[[Any], tuple[Any, Any]], batch: Any) -> tuple[Any, Any
     return out, stats
 
 
-def say(warnings: list[tuple[str, int, str]]) -> None:
-    """On the driver: each carried warning, on the logger and at the level the worker logged it."""
-    for name, level, message in warnings:
-        logging.getLogger(name).log(level, "%s", message)
+def say(warnings: list[tuple[str, int, str, str]]) -> None:
+    """On the driver: each carried warning, on the logger and at the level the worker logged it, from the function
+    that logged it (``tessera chat`` leaves out ``Operator.degrade``'s by its name: ``record.funcName``)."""
+    for name, level, message, function in warnings:
+        logger = logging.getLogger(name)
+        if logger.isEnabledFor(level):
+            logger.handle(logger.makeRecord(name, level, __file__, 0, message, None, None, func=function))

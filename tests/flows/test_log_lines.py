@@ -85,5 +85,6 @@ def test_a_ray_batchs_degraded_warnings_are_said_by_the_driver_as_the_local_run_
     out, stats = carried(StepRunner(op, None).run, table)
     assert capsys.readouterr().err == ""  # the worker's log: nothing (Ray forwarded it to the terminal)
     assert stats.metadata == local.metadata and out.num_rows == table.num_rows
+    assert "degrade" in {function for *_, function in stats.warnings}  # what tessera chat leaves out, by its name
     say(stats.warnings)
     assert capsys.readouterr().err == said_locally
