@@ -44,7 +44,6 @@ class _StepLines:
         print(f"{self.desc}: step {self.n}/{self.total}{self._postfix}{self._left()}", file=sys.stderr, flush=True)
         self._last, self._shown = time.monotonic(), self.n
 
-
     def _left(self) -> str:
         """``, about 0:04:10 left`` at the pace since ``_pace_from``; nothing before two steps or at the end."""
         if self._pace_from is None or self.n <= self._pace_from[1] or self.n >= self.total:

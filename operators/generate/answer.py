@@ -183,12 +183,16 @@ class AnswerGenerator(LLMStep):
         contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
                     for qid, rows in groups.items()}
         abstaining = self._abstaining(groups)
-        blank = {qid for qid, query in queries.items() if not query.strip()}  # nothing asked: no call, degraded
-        # nothing to answer from (every row cut by generate.context's budget, or rows without text): the model would
-        # answer from its own knowledge, as if from the documents
-        unread = {qid for qid in groups if not closed_book and not contexts[qid].strip()} - blank
+        # not sent, each query marked degraded with its reason: nothing asked, or nothing to answer from (every row
+        # cut by generate.context's budget, or rows without text: the model answered from its own knowledge)
+        unsent = {qid: "the question is empty: nothing to answer, so the model was not called"
+                  for qid, query in queries.items() if not query.strip()}
+        for qid in groups:
+            if not closed_book and qid not in unsent and not contexts[qid].strip():
+                unsent[qid] = (f"the context ({p.context_column}) holds no document text: nothing to answer from, "
+                               "so the model was not called")
         prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups
-                   if qid not in abstaining and qid not in blank and qid not in unread}
+                   if qid not in abstaining and qid not in unsent}
         streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
         replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
@@ -198,10 +202,8 @@ class AnswerGenerator(LLMStep):
                 self._abstain(qid, streams)
                 out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
                 continue
-            if qid in blank or qid in unread:
-                self.degrade(qid, "the question is empty: nothing to answer, so the model was not called" if qid in
-                             blank else f"the context ({p.context_column}) holds no document text: nothing to answer "
-                             "from, so the model was not called")
+            if qid in unsent:
+                self.degrade(qid, unsent[qid])
                 out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
                 continue
             reply = replies[qid]

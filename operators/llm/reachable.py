@@ -43,9 +43,10 @@ def check_servers_answer(operators: Mapping[str, "Operator"], *, timeout: float 
                 alias = resolve(model := getattr(each.params, name))
                 if alias.provider not in ("ollama", "ollama_chat"):
                     continue
-                if ollama_base(alias) not in answers:
-                    answers[ollama_base(alias)] = reachability(alias, timeout=timeout)
-                ok, why = answers[ollama_base(alias)]
+                base = ollama_base(alias)
+                if base not in answers:
+                    answers[base] = reachability(alias, timeout=timeout)
+                ok, why = answers[base]
                 if not ok:
                     raise ModelUnreachableError(model, why, step=step, field=f"{where}.params.{name}")
 
