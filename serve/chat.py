@@ -165,7 +165,7 @@ class ChatRequest(BaseModel):
     @classmethod
     def _no_tools(cls, value: Any, info: ValidationInfo) -> Any:
         """Fields that ask for another kind of answer are refused, not ignored: the client would wait for a tool
-        call or JSON that never comes. The client's other fields (``user``, ``logit_bias``...) are ignored."""
+        call or JSON that never comes. Its fields that change nothing here (``user``, ``store``...) are ignored."""
         if value and value != "none":
             raise ValueError(f"{info.field_name} is not supported: these models answer in text and call no tools")
         return value
