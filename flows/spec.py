@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from flows import spec_checks, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
@@ -37,6 +37,7 @@ from flows.spec_origin import SpecOrigin
 from flows.specfile import not_a_mapping, read_mapping
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError, SpecError, TesseraError, UnknownOperatorError
+from operators.params import bool_refusal
 from operators.unicode import first_broken_text
 
 #: Most steps a flow may have: far above any real flow, and low enough that validating one stays fast.
@@ -73,12 +74,12 @@ class StepSpec(BaseModel):
         "instead of in-process; same output. Embedders and rerankers; the local executor (the one Serve runs "
         "flows with) honours it, the Ray Data executor refuses it.")
 
-    @field_validator("num_gpus", "num_cpus", "batch_size", "concurrency", mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _not_a_bool(cls, value: Any) -> Any:
-        """Pydantic reads ``true`` as 1 for a number: YAML's typo (``batch_size: yes``), refused as a param's is."""
-        if isinstance(value, bool):
-            raise ValueError(f"must be a number, not {str(value).lower()}")
+    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """A boolean in a number field (``batch_size: yes``), refused as a param's is (``bool_refusal``)."""
+        if problem := bool_refusal(cls.model_fields[info.field_name].annotation, value):
+            raise ValueError(problem)
         return value
 
     @field_validator("params", mode="before")

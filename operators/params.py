@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import types
 import typing
-from typing import Any, Mapping
+from typing import Any, Mapping, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,11 +32,8 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         raise ParamsError(f"params are a mapping of param names to values, got {type(params).__name__} "
                           f"{short_repr(params)}", op=op, step=step, field="params")
     params = dict(params or {})
-    for name, value in params.items():  # pydantic reads `true` as 1 for a number: a typo, not a choice
-        field = model.model_fields.get(name)
-        if isinstance(value, bool) and field is not None and is_number(field.annotation):
-            raise ParamsError(f"must be a number, not {str(value).lower()}", op=op, step=step,
-                              field=f"params.{name}")
+    if found := bool_for_number(model, params, nested=False):  # pydantic reads `true` as 1: a typo, not a choice
+        raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
                           op=op, step=step, field=f"params.{unknown[0]}")
@@ -103,3 +100,39 @@ def is_number(annotation: Any) -> bool:
         kinds = [a for a in args if a is not type(None)]
         return bool(kinds) and bool not in kinds and all(is_number(a) for a in kinds)
     return annotation in (int, float)
+
+
+def bool_refusal(annotation: Any, value: Any) -> str | None:
+    """The refusal of a boolean given to a number field (pydantic reads ``true`` as 1: YAML's ``batch_size: yes``
+    is a typo, not a choice), or None. Operator params, a step's overrides and a training recipe all say it."""
+    if isinstance(value, bool) and is_number(annotation):
+        return f"must be a number, not {str(value).lower()}"
+    return None
+
+
+def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = (), *,
+                    nested: bool = True) -> tuple[str, str] | None:
+    """The dotted place of the first number field of ``model`` that raw ``data`` gives a boolean, and its
+    ``bool_refusal``; with ``nested``, inside the models ``model``'s fields hold too (a list's index named)."""
+    if not isinstance(data, Mapping):
+        return None
+    for name, value in data.items():
+        field = model.model_fields.get(str(name))
+        if field is None:
+            continue
+        here = (*loc, str(name))
+        if problem := bool_refusal(field.annotation, value):
+            return ".".join(here), problem
+        inner = model_in(field.annotation) if nested else None
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items if inner is not None else ():
+            if found := bool_for_number(inner, item, here if index is None else (*here, str(index))):
+                return found
+    return None
+
+
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds: itself, or inside ``X | None`` and ``list[X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((model for arg in get_args(annotation) if (model := model_in(arg)) is not None), None)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from operators.errors import TesseraError, first_validation_problem, shown_value, unknown_name_hint, value_problem
+from operators.params import model_in
 
 
 class TrainError(TesseraError):
@@ -44,44 +45,15 @@ def section_error(err: ValidationError, path: Path, section: type[BaseModel], na
     return TrainError(f"{path}: {message}", field=".".join(filter(None, (name, inside))))
 
 
-def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = ()) -> tuple[str, bool] | None:
-    """The first place in a recipe section's raw ``data`` where a number field holds a YAML boolean, and that value:
-    pydantic reads ``true`` as 1 (``lr: true`` trained at a learning rate of 1.0, ``epochs: yes`` one epoch),
-    which operator params refuse too (``operators.params``)."""
-    from operators.params import is_number
-
-    if not isinstance(data, dict):
-        return None
-    for name, value in data.items():
-        field = model.model_fields.get(str(name))
-        if field is None:
-            continue
-        here = (*loc, str(name))
-        if isinstance(value, bool) and is_number(field.annotation):
-            return ".".join(here), value
-        inner = _model_in(field.annotation)
-        items = enumerate(value) if isinstance(value, list) else [(None, value)]
-        for index, item in items if inner is not None else ():
-            if found := bool_for_number(inner, item, here if index is None else (*here, str(index))):
-                return found
-    return None
-
-
 def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
     """The fields of the model found at ``loc`` inside ``model`` (a list's index passes through), or none."""
     for part in loc:
         if part.isdigit():
             continue
         field = model.model_fields.get(part)
-        inner = _model_in(field.annotation) if field is not None else None
+        inner = model_in(field.annotation) if field is not None else None
         if inner is None:
             return []
         model = inner
     return sorted(model.model_fields)
 
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model an annotation holds: itself, or inside ``X | None`` and ``list[X]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next((model for arg in get_args(annotation) if (model := _model_in(arg)) is not None), None)

@@ -209,13 +209,14 @@ def recipe_path(source: str | Path) -> Path:
 def load_recipe(source: str | Path):
     """(mining ``FlowSpec``, ``TrainingSection``) from a recipe file or built-in recipe name."""
     from flows.spec import FlowSpec
-    from flows.train.errors import bool_for_number, read_recipe, section_error
+    from flows.train.errors import read_recipe, section_error
+    from operators.params import bool_for_number
 
     path = recipe_path(source)
     data = read_recipe(path)
     section = data.pop(SECTION, None) or {}
-    if found := bool_for_number(TrainingSection, section):
-        raise TrainError(f"{path}: must be a number, not {str(found[1]).lower()}", field=f"{SECTION}.{found[0]}")
+    if found := bool_for_number(TrainingSection, section):  # pydantic trained `lr: true` at a learning rate of 1.0
+        raise TrainError(f"{path}: {found[1]}", field=f"{SECTION}.{found[0]}")
     try:
         training = TrainingSection.model_validate(section)
     except ValidationError as err:
