@@ -7,6 +7,7 @@ run within a batch's time.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -38,6 +39,13 @@ class ProgressEvent:
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
+
+
+def time_left(seconds: float, done: float, remaining: float) -> str:
+    """``about 0:00:25 left``: how long ``remaining`` units take at the pace of ``done`` units in ``seconds``, in
+    the words of every progress line off a terminal (``tessera run``'s steps, ``ingest``'s documents, ``train``'s
+    steps)."""
+    return f"about {datetime.timedelta(seconds=round(seconds * remaining / done))} left"
 
 
 class CancelToken:

@@ -10,6 +10,7 @@ import time
 
 from flows.commands._signals import stop_reason
 from flows.commands._support import console
+from flows.progress import time_left
 
 
 class cancel_on_interrupt:
@@ -141,8 +142,7 @@ def how_far(event, seconds: float) -> str:
         return f"{event.step_rows_done} rows so far"
     text = f"{event.step_rows_in}/{event.step_rows_total} rows in"
     if event.step_rows_in:
-        left = seconds * (event.step_rows_total - event.step_rows_in) / event.step_rows_in
-        text += f", about {datetime.timedelta(seconds=round(left))} left"
+        text += ", " + time_left(seconds, event.step_rows_in, event.step_rows_total - event.step_rows_in)
     else:  # its first batch is under way (the queries of an LLM step are often one batch)
         text += f", {datetime.timedelta(seconds=round(seconds))} so far"
     return text

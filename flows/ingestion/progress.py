@@ -17,12 +17,13 @@ pace so far and the time left.
 
 from __future__ import annotations
 
-import datetime
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Literal
+
+from flows.progress import time_left
 
 Stage = Literal["staging", "ingest", "retry"]
 #: Off a terminal, a shard still being embedded prints how far it got at most this often (seconds).
@@ -166,7 +167,7 @@ class ProgressTracker:
         rate = self.docs / seconds
         text = f", {rate:.0f} docs/s"
         if self.docs_total and self.docs < self.docs_total:
-            text += f", about {datetime.timedelta(seconds=round((self.docs_total - self.docs) / rate))} left"
+            text += ", " + time_left(seconds, self.docs, self.docs_total - self.docs)
         return text
 
     def _done(self) -> str:

@@ -7,10 +7,11 @@ redraws. Off a terminal each line says the step, the total, the running loss and
 
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from typing import Any
+
+from flows.progress import time_left
 
 #: Off a terminal, the seconds between two progress lines.
 LINE_SECONDS = 30.0
@@ -49,8 +50,7 @@ class _StepLines:
         if self._pace_from is None or self.n <= self._pace_from[1] or self.n >= self.total:
             return ""
         since, from_step = self._pace_from
-        left = (time.monotonic() - since) * (self.total - self.n) / (self.n - from_step)
-        return f", about {datetime.timedelta(seconds=round(left))} left"
+        return ", " + time_left(time.monotonic() - since, self.n - from_step, self.total - self.n)
 
 
 def step_bar(total: int, desc: str, progress: bool):
