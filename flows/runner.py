@@ -34,6 +34,10 @@ def caches(op: Operator | type[Operator]) -> bool:
     return bool(op.cacheable) and op.scope != "source"
 
 
+#: What a batch counts, summed over a step's batches (``BatchStats.add_counts_to``).
+COUNTS = ("units", "hits", "rows_in", "rows_out", "seconds")
+
+
 @dataclass
 class BatchStats:
     """What one batch did: units looked up and hit, rows in and out, seconds."""
@@ -50,14 +54,16 @@ class BatchStats:
     warnings: list[tuple[str, int, str, str]] = field(default_factory=list)
 
     def add(self, other: "BatchStats") -> None:
-        self.units += other.units
-        self.hits += other.hits
-        self.rows_in += other.rows_in
-        self.rows_out += other.rows_out
-        self.seconds += other.seconds
+        other.add_counts_to(self)
         merge_metadata(self.metadata, other.metadata)
-        add_usage(self.usage, other.usage)
         self.warnings += other.warnings
+
+    def add_counts_to(self, total: Any) -> None:
+        """Add this batch's ``COUNTS`` and usage to ``total``: another batch's (``add``) or its step's ``StepRecord``
+        (``RunState.add_batch``), one sum for both."""
+        for name in COUNTS:
+            setattr(total, name, getattr(total, name) + getattr(self, name))
+        add_usage(total.usage, self.usage)
 
     def to_dict(self) -> dict[str, Any]:
         return {"units": self.units, "hits": self.hits, "rows_in": self.rows_in,

@@ -13,7 +13,7 @@ from flows.cache import StepCache
 from flows.progress import CancelToken, ProgressCallback, ProgressEvent
 from flows.queries import text_like
 from flows.result import FlowResult, StepRecord
-from flows.runner import BatchStats, add_usage, caches, merge_metadata
+from flows.runner import BatchStats, caches, merge_metadata
 from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError, short_repr
 from operators.base import Operator
@@ -220,13 +220,7 @@ class RunState:
         return record
 
     def add_batch(self, step: str, stats: BatchStats) -> None:
-        record = self.result.steps[step]
-        record.rows_in += stats.rows_in
-        record.rows_out += stats.rows_out
-        record.units += stats.units
-        record.hits += stats.hits
-        record.seconds += stats.seconds
-        add_usage(record.usage, stats.usage)
+        stats.add_counts_to(self.result.steps[step])
         merge_metadata(self.result.metadata, stats.metadata)
         self.rows_done += stats.rows_out
         self.result.timings.add(f"step:{step}", stats.seconds)
