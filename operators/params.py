@@ -32,7 +32,7 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         raise ParamsError(f"params are a mapping of param names to values, got {type(params).__name__} "
                           f"{short_repr(params)}", op=op, step=step, field="params")
     params = dict(params or {})
-    if found := bool_for_number(model, params, nested=False):  # pydantic reads `true` as 1: a typo, not a choice
+    if found := bool_for_number(model, params):  # pydantic reads `true` as 1: a typo, not a choice
         raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
@@ -110,20 +110,21 @@ def bool_refusal(annotation: Any, value: Any) -> str | None:
     return None
 
 
-def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = (), *,
-                    nested: bool = True) -> tuple[str, str] | None:
+def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = ()) -> tuple[str, str] | None:
     """The dotted place of the first number field of ``model`` that raw ``data`` gives a boolean, and its
-    ``bool_refusal``; with ``nested``, inside the models ``model``'s fields hold too (a list's index named)."""
+    ``bool_refusal``, inside the models ``model``'s fields hold too (a list's index named: a filter's
+    ``{any: [{field: year, gte: true}]}``)."""
     if not isinstance(data, Mapping):
         return None
     for name, value in data.items():
-        field = model.model_fields.get(str(name))
+        field = model.model_fields.get(str(name)) or next(  # or by its alias: a filter's `any`, `in`
+            (f for f in model.model_fields.values() if f.alias == name), None)
         if field is None:
             continue
         here = (*loc, str(name))
         if problem := bool_refusal(field.annotation, value):
             return ".".join(here), problem
-        inner = model_in(field.annotation) if nested else None
+        inner = model_in(field.annotation)
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
         for index, item in items if inner is not None else ():
             if found := bool_for_number(inner, item, here if index is None else (*here, str(index))):

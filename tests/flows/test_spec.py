@@ -254,6 +254,20 @@ def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
     assert len(str(err.value)) < 300 and "(got [[[0, 1, 2" in str(err.value)
 
 
+@pytest.mark.parametrize("filter_, field", [
+    ({"field": "published", "year": True}, "filter.year"),  # filtered on year 1 before, finding nothing
+    ({"any": [{"field": "year", "lt": 1990}, {"field": "published", "month": True}]}, "filter.any.1.month"),
+])
+def test_true_is_not_a_number_inside_a_param_either(filter_, field):
+    """A number inside a param's own model (a filter's year) read ``true`` as 1 too; a boolean where the
+    filter compares values (``eq: true`` on a column of booleans) is a value, and stays one."""
+    with pytest.raises(ParamsError, match="must be a number, not true") as err:
+        FlowSpec.parse({"steps": {"keep": {"op": "postprocess.filter", "params": {"filter": filter_}}}}).build()
+    assert err.value.field == f"steps.keep.params.{field}"
+    assert FlowSpec.parse({"steps": {"keep": {"op": "postprocess.filter",
+                                              "params": {"filter": {"field": "open", "eq": True}}}}}).build()
+
+
 @pytest.mark.parametrize("params, field, said", [
     ({"weights": {"bm25": float("nan"), "dense": 1.0}}, "weights.bm25", "nan"),  # ranked bm25's documents last
     ({"k": float("inf")}, "k", "inf"),  # every score 0: an arbitrary order
