@@ -124,12 +124,23 @@ def bool_for_number(model: type[BaseModel], data: Any, loc: tuple[str, ...] = ()
         here = (*loc, str(name))
         if problem := bool_refusal(field.annotation, value):
             return ".".join(here), problem
+        if isinstance(value, Mapping) and (values := _dict_values(field.annotation)) is not None:
+            for key, item in value.items():  # fuse.weighted's weights: {bm25: true}
+                if problem := bool_refusal(values, item):
+                    return ".".join((*here, str(key))), problem
         inner = model_in(field.annotation)
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
         for index, item in items if inner is not None else ():
             if found := bool_for_number(inner, item, here if index is None else (*here, str(index))):
                 return found
     return None
+
+
+def _dict_values(annotation: Any) -> Any:
+    """The value type of a ``dict[K, V]`` annotation (or of one inside ``X | None``), else None."""
+    if typing.get_origin(annotation) is dict:
+        return get_args(annotation)[1]
+    return next((values for arg in get_args(annotation) if (values := _dict_values(arg)) is not None), None)
 
 
 def model_in(annotation: Any) -> type[BaseModel] | None:

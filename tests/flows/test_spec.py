@@ -264,6 +264,12 @@ def test_true_is_not_a_number_inside_a_param_either(filter_, field):
     with pytest.raises(ParamsError, match="must be a number, not true") as err:
         FlowSpec.parse({"steps": {"keep": {"op": "postprocess.filter", "params": {"filter": filter_}}}}).build()
     assert err.value.field == f"steps.keep.params.{field}"
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"index": "x"}},
+             "dense": {"op": "retrieve.bm25", "params": {"index": "x"}, "inputs": []},
+             "fused": {"op": "fuse.rrf", "params": {"weights": {"bm25": True}}, "inputs": ["bm25", "dense"]}}
+    with pytest.raises(ParamsError, match="must be a number, not true") as err:  # a weight of 1.0 before
+        FlowSpec.parse({"steps": steps}).build()
+    assert err.value.field == "steps.fused.params.weights.bm25"
     assert FlowSpec.parse({"steps": {"keep": {"op": "postprocess.filter",
                                               "params": {"filter": {"field": "open", "eq": True}}}}}).build()
 
