@@ -55,7 +55,9 @@ def unknown_name_hint(name: str, known: Iterable[str], what: str) -> str:
     known = sorted(known)
     if not known:
         return f" (this operator has no {what})"
-    hint = did_you_mean(close_names(name, known))
+    key, colon, value = name.partition(":")  # YAML's {op:bm25} is one key of no value
+    hint = f"put a space after the colon ({key}: {value}): YAML reads {name!r} as one name" if colon and key in known \
+        and value and not value.startswith(" ") else did_you_mean(close_names(name, known))
     return f"{hint and '; ' + hint} ({what}: {', '.join(known)})"
 
 
