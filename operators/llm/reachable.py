@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
-
-from typing import TYPE_CHECKING, Mapping
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from operators.errors import TesseraError
 from operators.llm.aliases import ModelAlias, is_server_url, serverless
@@ -13,6 +15,11 @@ if TYPE_CHECKING:
     from operators.base import Operator
 
 OLLAMA_DEFAULT = "http://localhost:11434"
+#: Seconds a server that answered a run's check is taken to be up without being asked again: the service checks
+#: each request's flow, and asked the server once per request. One that did not answer is asked again next time.
+ANSWERED_FOR_S = 30.0
+_answered: dict[tuple[str, str], float] = {}  # (what was asked, its URL) -> time.monotonic() of its answer
+_answered_lock = threading.Lock()
 
 
 class ModelUnreachableError(TesseraError):
@@ -31,24 +38,48 @@ def check_servers_answer(operators: Mapping[str, "Operator"], *, timeout: float 
     that calls a language model on an Ollama server that does not answer, before any step runs: each query's call
     failed after the retrieval in front of it and its retries, the run ending with every answer degraded. A model
     is a param marked ``llm_model`` of a step that calls one (``Operator.calls_model``: not ``query.contextualize``
-    with ``method: history``). Each server is asked once (``GET /api/tags``), within ``timeout`` seconds."""
+    with ``method: history``). Each server is asked once per call (``GET /api/tags``), within ``timeout`` seconds,
+    and not again for ``ANSWERED_FOR_S`` once it answered."""
     from operators.llm.aliases import resolve
     from operators.local_files import marked_params
 
-    answers: dict[str, tuple[bool, str]] = {}
+    answers: dict[tuple[str, str], tuple[bool, str]] = {}
     for step, op in operators.items():
         for where, each in op.walk(f"steps.{step}"):
             names = marked_params(type(each.params), "llm_model") if each.calls_model() else []
             for name in names:
                 alias = resolve(model := getattr(each.params, name))
-                if alias.provider not in ("ollama", "ollama_chat"):
+                if alias.provider in ("ollama", "ollama_chat"):
+                    key, ask = ("ollama", ollama_base(alias)), functools.partial(reachability, alias, timeout=timeout)
+                else:
                     continue
-                base = ollama_base(alias)
-                if base not in answers:
-                    answers[base] = reachability(alias, timeout=timeout)
-                ok, why = answers[base]
+                if key not in answers:
+                    answers[key] = _asked(key, ask)
+                ok, why = answers[key]
                 if not ok:
                     raise ModelUnreachableError(model, why, step=step, field=f"{where}.params.{name}")
+
+
+def _asked(key: tuple[str, str], ask: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+    """``ask()``, unless ``key``'s server answered within ``ANSWERED_FOR_S`` (thread-safe: the service checks its
+    requests on several threads). Only an answer is remembered: a server that comes up is seen by the next check."""
+    with _answered_lock:
+        answered = _answered.get(key)
+    if answered is not None and time.monotonic() - answered < ANSWERED_FOR_S:
+        return True, f"answered {key[1]} within {ANSWERED_FOR_S:g} s"
+    ok, why = ask()
+    with _answered_lock:
+        if ok:
+            _answered[key] = time.monotonic()
+        else:
+            _answered.pop(key, None)
+    return ok, why
+
+
+def forget_answers() -> None:
+    """Forget every server's answer (a test's servers come and go on ports the next test may get)."""
+    with _answered_lock:
+        _answered.clear()
 
 
 def ollama_base(alias: ModelAlias) -> str:

@@ -31,7 +31,8 @@ It counts attempts per scenario and the most requests it answered at once since 
 ``GET /<scenario>/v1/models`` as a vLLM server started with ``--api-key`` would (401 without a key;
 500 for ``error``).
 ``models_file`` writes a models.yaml whose aliases (``fault-ok``, ``fault-error``, ...)
-point at it, for ``$TESSERA_MODELS``. Usage::
+point at it, for ``$TESSERA_MODELS``. ``CountingServer`` answers any GET and counts them: how often a run's check of
+a model's server (``operators.llm.reachable``) asked it. Usage::
 
     with FaultServer() as server:
         path = server.models_file(tmp_path / "models.yaml")   # set TESSERA_MODELS=path, TESSERA_FAULT_KEY=anything
@@ -128,6 +129,40 @@ class FaultServer:
                                     "description": "nothing listens there"}
         path.write_text(yaml.safe_dump(entries), encoding="utf-8")
         return path
+
+
+class CountingServer:
+    """A real HTTP server on 127.0.0.1 (``port``: 0 for a free one) that answers every GET ``status`` (``/api/tags``
+    200, as Ollama does) and counts the GETs by path in ``asked``: how often a run's check asked it."""
+
+    def __init__(self, port: int = 0, status: int = 401) -> None:
+        self.asked: Counter = Counter()
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+                with lock:
+                    server.asked[self.path] += 1
+                self.send_response(200 if self.path.rstrip("/") == "/api/tags" else status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        server = self
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "CountingServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 def closed_port() -> int:
