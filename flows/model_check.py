@@ -141,7 +141,8 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
     (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing only
     at its step, would come after the retrieval before it). ``name``: what to call the flow (a benchmark's name for
     it), default its spec's name. A language-model step's own pre-run checks come first (``operators.llm.step.
-    check_before_run``); last, each Ollama server a step's model is on must answer (``ModelUnreachableError``)."""
+    check_before_run``); last, each server a step's model is on (Ollama, an alias's ``api_base``) must answer
+    (``ModelUnreachableError``)."""
     import os
 
     from operators.extras import check_extras

@@ -166,8 +166,8 @@ def check_models_here(flow: Any) -> None:
     with another encoder than the flow's is a 422. Every
     environment variable they read (``rerank.api``'s ``api_key_env``, a language model alias's key) is set here,
     else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
-    that step, after the retrieval in front of it. A model on an Ollama server that does not answer is a 503
-    ``model_unreachable``. Which variables a spec may name at all is the spec guard's
+    that step, after the retrieval in front of it. A model on a server that does not answer (Ollama, an alias's
+    ``api_base``) is a 503 ``model_unreachable``. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import public_train_command
@@ -188,7 +188,7 @@ def check_models_here(flow: Any) -> None:
     except MissingExtraError as err:  # the server's install, not the request
         raise ApiError(503, f"the flow was not run: {err.message}", kind="server_error",
                        code="extra_not_installed") from None
-    except ModelUnreachableError as err:  # the server's Ollama down: each answer would fail after the retrieval
+    except ModelUnreachableError as err:  # its model server down: each answer would fail after the retrieval
         raise ApiError(503, f"the flow was not run: {err}", kind="server_error", code="model_unreachable",
                        param=err.field) from None  # the step's model field, which a client (the web UI) names
     except SettingError as err:  # the server's own setting ($TESSERA_LLM_THREADS), not the request's

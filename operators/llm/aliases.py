@@ -260,7 +260,7 @@ def unknown_model(model: str, *, servers: bool = True) -> str | None:
 
 
 #: Providers of a server of one's own, which litellm has no address for: the variable it reads instead.
-_OWN_SERVER = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "lm_studio": "LM_STUDIO_API_BASE"}
+OWN_SERVER = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "lm_studio": "LM_STUDIO_API_BASE"}
 
 
 def no_server(model: str) -> str | None:
@@ -275,7 +275,7 @@ def no_server(model: str) -> str | None:
 def serverless(alias: ModelAlias) -> str | None:
     """What follows a model's name when ``alias`` reaches no server ("names no server: ..."), or None: one rule for
     a run's check (``no_server``) and ``tessera models`` (``reachability``), which said "reachable" of it."""
-    variable = _OWN_SERVER.get(alias.provider)
+    variable = OWN_SERVER.get(alias.provider)
     if variable is None or alias.api_base or os.environ.get(variable):
         return None
     return (f"names no server: litellm has no address for {alias.provider}; give it an alias with api_base "

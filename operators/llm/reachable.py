@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from operators.errors import TesseraError
-from operators.llm.aliases import ModelAlias, is_server_url, serverless
+from operators.llm.aliases import OWN_SERVER, ModelAlias, is_server_url, serverless
 
 if TYPE_CHECKING:
     from operators.base import Operator
@@ -35,11 +35,15 @@ class ModelUnreachableError(TesseraError):
 
 def check_servers_answer(operators: Mapping[str, "Operator"], *, timeout: float = 1.0) -> None:
     """Raise ``ModelUnreachableError`` for the first step of ``operators`` (by step id; a step inside another too)
-    that calls a language model on an Ollama server that does not answer, before any step runs: each query's call
-    failed after the retrieval in front of it and its retries, the run ending with every answer degraded. A model
-    is a param marked ``llm_model`` of a step that calls one (``Operator.calls_model``: not ``query.contextualize``
-    with ``method: history``). Each server is asked once per call (``GET /api/tags``), within ``timeout`` seconds,
-    and not again for ``ANSWERED_FOR_S`` once it answered."""
+    that calls a language model on a server that does not answer, before any step runs: each query's call failed
+    after the retrieval in front of it and its retries, the run ending with every answer degraded. A model is a
+    param marked ``llm_model`` of a step that calls one (``Operator.calls_model``: not ``query.contextualize`` with
+    ``method: history``). An Ollama server is asked ``GET /api/tags``; a server of one's own (``own_server``: vLLM,
+    llama.cpp's, Tessera's Serve app) is asked its base URL, any HTTP answer counting; a hosted provider
+    (OpenAI, DeepSeek without an api_base) is not asked. Each server once per call, within ``timeout`` seconds, and
+    not again for ``ANSWERED_FOR_S`` once it answered. The URLs come from the alias files, as the calls' do (the
+    service's spec guard admits aliases only): the outbound guard (``operators.outbound``), which is for the URLs a
+    spec names, checks neither."""
     from operators.llm.aliases import resolve
     from operators.local_files import marked_params
 
@@ -51,6 +55,8 @@ def check_servers_answer(operators: Mapping[str, "Operator"], *, timeout: float 
                 alias = resolve(model := getattr(each.params, name))
                 if alias.provider in ("ollama", "ollama_chat"):
                     key, ask = ("ollama", ollama_base(alias)), functools.partial(reachability, alias, timeout=timeout)
+                elif (url := own_server(alias)) is not None:
+                    key, ask = ("server", url), functools.partial(_server_listens, alias, url, timeout)
                 else:
                     continue
                 if key not in answers:
@@ -82,6 +88,32 @@ def forget_answers() -> None:
         _answered.clear()
 
 
+def own_server(alias: ModelAlias) -> str | None:
+    """The base URL, without credentials, of the OpenAI-compatible server of one's own ``alias``'s calls go to: its
+    ``api_base``, or the ``$HOSTED_VLLM_API_BASE``/``$LM_STUDIO_API_BASE`` litellm reads for its provider; None for
+    the embedded model, Ollama and a hosted provider at litellm's own address."""
+    if alias.embedded or alias.provider in ("ollama", "ollama_chat"):
+        return None
+    url = alias.api_base or os.environ.get(OWN_SERVER.get(alias.provider, ""), "").strip()
+    return _without_credentials(url) if is_server_url(url) else None
+
+
+def _server_listens(alias: ModelAlias, url: str, timeout: float) -> tuple[bool, str]:
+    """Whether anything answers HTTP on ``url``: a refused connection or an unknown host is down; any status (401,
+    404, 500), or an answer slower than ``timeout`` on a connection it accepted, is up (the call says the rest)."""
+    import requests
+
+    try:
+        requests.get(url, timeout=timeout, allow_redirects=False, stream=True).close()
+    except (requests.exceptions.SSLError, requests.exceptions.ReadTimeout):
+        return True, f"a server listens on {url}"
+    except requests.ConnectionError as err:
+        where = ("change the alias's api_base in its models file" if alias.api_base
+                 else f"set ${OWN_SERVER[alias.provider]} to where it runs")
+        return False, f"no server answers on {url} ({type(err).__name__}); start it, or {where}"
+    return True, f"a server answers on {url}"
+
+
 def ollama_base(alias: ModelAlias) -> str:
     return (alias.api_base or os.environ.get("OLLAMA_API_BASE") or OLLAMA_DEFAULT).rstrip("/")
 
@@ -89,8 +121,6 @@ def ollama_base(alias: ModelAlias) -> str:
 def server_of(alias: ModelAlias) -> str | None:
     """The URL ``alias``'s calls go to, without any user or password in it, for messages: its ``api_base``, an
     Ollama server's base, or the provider's default as litellm knows it (None: the embedded model, or unknown)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     if alias.embedded:
         return None
     if alias.provider in ("ollama", "ollama_chat"):
@@ -106,6 +136,13 @@ def server_of(alias: ModelAlias) -> str | None:
             return None
         if not url:
             return None
+    return _without_credentials(url)
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` without any ``user:password@`` (said in messages, and not sent by a check)."""
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url

@@ -53,12 +53,13 @@ def test_an_alias_with_an_unset_key_is_refused_by_tessera_run_before_any_step(co
     assert events == []  # bm25 did not run
 
 
-def test_models_that_need_no_key_declare_none_and_a_set_key_passes(corpus, tmp_path, monkeypatch):
+def test_models_that_need_no_key_declare_none_and_a_set_key_passes(corpus, tmp_path, monkeypatch, llm_fault_server):
     for model in ("local", "gemma2", "llama3.1"):  # the embedded model, Ollama aliases
         assert Flow.load(rag(corpus, model)).built.operators["answer"].required_env() == {}
-    models = tmp_path / "models.yaml"  # a local server without a key, and one with
-    models.write_text("open_vllm:\n  model: hosted_vllm/qwen\n  api_base: http://127.0.0.1:8001/v1\n"
-                      "keyed_vllm:\n  model: hosted_vllm/qwen\n  api_base: http://127.0.0.1:8001/v1\n"
+    models = tmp_path / "models.yaml"  # a local server without a key, and one with (a server that answers: one that
+    base = llm_fault_server.api_base("ok")  # does not is refused after the keys, ModelUnreachableError)
+    models.write_text(f"open_vllm:\n  model: hosted_vllm/qwen\n  api_base: {base}\n"
+                      f"keyed_vllm:\n  model: hosted_vllm/qwen\n  api_base: {base}\n"
                       "  api_key_env: TESSERA_TEST_VLLM_KEY\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     monkeypatch.delenv("TESSERA_TEST_VLLM_KEY", raising=False)
@@ -155,10 +156,14 @@ def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tess
     assert main(["run", str(spec), "--queries", "honey bees", "--no-cache"]) == 2
     err = capsys.readouterr().err.strip()
     assert "$OPENAI_API_KEY (step answer, params.model) is not set here, so nothing was run" in err
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
-    check_env(Flow.load(rag(corpus, "nokey_openai")).built)
+    from operators.llm.reachable import ModelUnreachableError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")  # the key passes; the server, asked next, does not answer
+    with pytest.raises(ModelUnreachableError, match=r"no server answers on http://127.0.0.1:9/v1"):
+        check_env(Flow.load(rag(corpus, "nokey_openai")).built)
     monkeypatch.delenv("OPENAI_API_KEY")
-    check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
+    with pytest.raises(ModelUnreachableError, match=r"no server answers on http://127.0.0.1:9/v1"):
+        check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
     reachable, why = reachability(resolve("nokey_vllm"))
     assert not reachable and why == "no server answers on http://127.0.0.1:9/v1 (ConnectionError)"
 

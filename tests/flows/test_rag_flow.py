@@ -103,23 +103,27 @@ def answer_spec(tmp_path, model: str, **answer: object) -> str:
 
 
 def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monkeypatch, run_cli):
-    """The degraded reason and `tessera models --check` name the alias, its litellm model and its server. An Ollama
-    server that does not answer is refused before the run (tests/flows/test_llm_env.py); a server named by api_base
-    is asked at the call."""
-    import socket
+    """The degraded reason and `tessera models --check` name the alias, its litellm model and its server. A server
+    that does not answer is refused before the run (tests/flows/test_llm_env.py, test_model_servers_checked.py);
+    one that answered that check and stopped before the call (the check believes an answer for a while) is named
+    at the call."""
+    from flows.api import Flow
+    from flows.model_check import check_env
+    from operators.llm.testing import CountingServer, closed_port
 
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = closed_port()  # nothing listens on it
     models = tmp_path / "models.yaml"
     models.write_text(f"gone: {{model: ollama_chat/gemma2, api_base: 'http://127.0.0.1:{port}'}}\n"
                       f"gone_api: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     monkeypatch.setenv("GONE_KEY", "sk-gone-secret")
-    assert run_cli("run", answer_spec(tmp_path, "gone", num_retries=0), "--queries", "honey bees", "--json",
-                   "--quiet", "--no-cache") == (2, "")
-    status, out = run_cli("run", answer_spec(tmp_path, "gone_api", num_retries=0), "--queries", "honey bees",
-                          "--json", "--quiet", "--no-cache")
+    for gone in ("gone", "gone_api"):
+        assert run_cli("run", answer_spec(tmp_path, gone, num_retries=0), "--queries", "honey bees", "--json",
+                       "--quiet", "--no-cache") == (2, "")
+    spec = answer_spec(tmp_path, "gone_api", num_retries=0)
+    with CountingServer(port):
+        check_env(Flow.load(spec).built)
+    status, out = run_cli("run", spec, "--queries", "honey bees", "--json", "--quiet", "--no-cache")
     degraded = json.loads(out)["metadata"]["1"]["degraded"]
     assert status == 0 and degraded["step"] == "answer"
     assert degraded["reason"].startswith(f"connection: model 'gone_api' (openai/x at http://127.0.0.1:{port}/v1): "

@@ -117,6 +117,32 @@ def test_a_model_on_an_ollama_server_that_does_not_answer_is_the_services_503_no
     assert flow_problem("ollama_rag", "local", versions()) is None
 
 
+def test_a_model_on_an_api_base_server_that_does_not_answer_is_a_503_naming_its_param(service, monkeypatch, tmp_path):
+    """An alias naming a vLLM, llama.cpp or Tessera server by api_base was accepted with that server down: each
+    query's answer failed after the retrieval and its retries, degraded. Now the same 503 as for Ollama; once the
+    server answers (any status: 404 here), the request is prepared at once, and the next one does not ask it again."""
+    from operators.llm.testing import CountingServer, closed_port
+
+    port = closed_port()
+    models = tmp_path / "models.yaml"
+    models.write_text(f"gpu: {{model: hosted_vllm/q, api_base: 'http://127.0.0.1:{port}/v1'}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+             "answer": {"op": "generate.answer", "params": {"model": "gpu"}}}
+    with pytest.raises(ApiError) as err:
+        service.prepare({"flow": {"steps": steps}, "query": "honey"}, "local")
+    assert (err.value.status, err.value.code, err.value.kind) == (503, "model_unreachable", "server_error")
+    assert err.value.param == "steps.answer.params.model"
+    assert err.value.message == (
+        "the flow was not run: step 'answer', field 'steps.answer.params.model': model 'gpu' cannot be reached: no "
+        f"server answers on http://127.0.0.1:{port}/v1 (ConnectionError); start it, or change the alias's api_base in "
+        "its models file; or give the step another model (tessera models says which answer)")
+    with CountingServer(port, status=404) as server:
+        for _ in range(3):
+            prepared(service, steps)
+        assert server.asked == {"/v1": 1}
+
+
 def test_a_model_path_only_inside_the_model_repository(service, tmp_path):
     bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
     for path in ("/root", "/etc", str(tmp_path), "./anywhere", "~"):

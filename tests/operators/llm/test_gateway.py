@@ -252,7 +252,8 @@ def test_the_embedded_model_streams_the_reply_it_gives_whole():
     assert err.value.kind == "timeout"
 
 
-def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_any_call(tmp_path, monkeypatch):
+def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_any_call(tmp_path, monkeypatch,
+                                                                                          llm_fault_server):
     """hosted_vllm/foo with no api_base failed each call after its retries ("Name or service not known", about
     30 s), naming no server: the pre-run check refuses the flow naming params.model, and a call is refused at
     once, as not_found."""
@@ -264,7 +265,8 @@ def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_a
 
     monkeypatch.delenv("HOSTED_VLLM_API_BASE", raising=False)
     models = tmp_path / "models.yaml"
-    models.write_text("vllm_here: {model: hosted_vllm/q, api_base: 'http://127.0.0.1:8000/v1'}\n"
+    here = llm_fault_server.api_base("ok")  # a server that answers (one that does not: ModelUnreachableError)
+    models.write_text(f"vllm_here: {{model: hosted_vllm/q, api_base: '{here}'}}\n"
                       "vllm_nowhere: {model: hosted_vllm/q}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
 
@@ -287,5 +289,5 @@ def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_a
             complete("hi", model=model)
         assert failed.value.kind == "not_found" and time.perf_counter() - started < 2  # no retries
     check_env(answering("vllm_here"))
-    monkeypatch.setenv("HOSTED_VLLM_API_BASE", "http://127.0.0.1:8000/v1")  # litellm reads it
+    monkeypatch.setenv("HOSTED_VLLM_API_BASE", here)  # litellm reads it
     check_env(answering("hosted_vllm/foo"))
