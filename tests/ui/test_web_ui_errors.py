@@ -145,15 +145,28 @@ def test_another_keys_index_is_refused_with_where_its_owner_shares_it_in_the_pag
                     "owner shares it with the share button of the Indices tab)" == page_error(403, error)
 
 
-def test_a_step_field_said_inside_the_message_is_said_once_in_the_pages_words(browser, ui_app):
-    """A flow whose answer step's model is on an Ollama server that does not answer (``gemma2``: none runs here) was
-    a 503 without the field, "HTTP 503: the flow was not run: step 'answer', field 'steps.answer.params.model': ...";
-    a filter's column the index lacks named it as its operator does, "HTTP 422 (step 'bm25', param 'filter'): step
-    'bm25', operator 'retrieve.bm25', field 'params.filter': filter column(s) ['TITLE'] not found ..."."""
+@pytest.fixture
+def ollama_down(ui_home):
+    """An alias of the app's models file (its $TESSERA_HOME's, which its replica reads) for an Ollama model on a port
+    nothing listens on: ``gemma2`` was a 503 only while no Ollama ran here. An app that read another models file
+    would refuse the alias (422 model_not_allowed), not ask Ollama."""
+    from operators.llm.testing import closed_port
+
+    models = ui_home / "models.yaml"
+    models.write_text(f"ollama_down: {{model: ollama_chat/gemma2, api_base: 'http://127.0.0.1:{closed_port()}'}}\n")
+    yield "ollama_down"
+    models.unlink()
+
+
+def test_a_step_field_said_inside_the_message_is_said_once_in_the_pages_words(browser, ui_app, ollama_down):
+    """A flow whose answer step's model is on an Ollama server that does not answer was a 503 without the field,
+    "HTTP 503: the flow was not run: step 'answer', field 'steps.answer.params.model': ..."; a filter's column the
+    index lacks named it as its operator does, "HTTP 422 (step 'bm25', param 'filter'): step 'bm25', operator
+    'retrieve.bm25', field 'params.filter': filter column(s) ['TITLE'] not found ..."."""
     tag = secrets.token_hex(3)
     bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
     flows = {f"ollama_{tag}": {"bm25": bm25, "context": {"op": "generate.context"},
-                               "answer": {"op": "generate.answer", "params": {"model": "gemma2"}}},
+                               "answer": {"op": "generate.answer", "params": {"model": ollama_down}}},
              f"case_{tag}": {"bm25": {**bm25, "params": {"k": 3, "filter": {"field": "TITLE", "eq": "x"}}}}}
     for name, steps in flows.items():
         assert ui_app.api("PUT", f"/flows/{name}", {"steps": steps}).status_code == 201
@@ -169,7 +182,7 @@ def test_a_step_field_said_inside_the_message_is_said_once_in_the_pages_words(br
         assert shown[name] == page_error(refused.status_code, refused.json()["error"])
         assert "field 'steps." not in shown[name] and "field 'params." not in shown[name], shown[name]
     assert shown[f"ollama_{tag}"].startswith("HTTP 503 (step 'answer', param 'model'): the flow was not run: model "
-                                             "'gemma2' cannot be reached: ")
+                                             "'ollama_down' cannot be reached: ")
     assert shown[f"case_{tag}"].startswith("HTTP 422 (step 'bm25', param 'filter'): filter column(s) ['TITLE'] not "
                                            "found ('TITLE': did you mean 'title'?)")
     for name in flows:
