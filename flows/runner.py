@@ -52,11 +52,15 @@ class BatchStats:
     #: Warnings a Ray worker kept from its own log, for the driver to say (ray_warnings): (logger, level, message,
     #: the function that logged it).
     warnings: list[tuple[str, int, str, str]] = field(default_factory=list)
+    #: The queries whose rows the batch held, kept for a step that says what a query with none gets
+    #: (``Operator.no_rows_metadata``): the driver learns which queries reached it, wherever the batches ran.
+    qids: set[str] = field(default_factory=set)
 
     def add(self, other: "BatchStats") -> None:
         other.add_counts_to(self)
         merge_metadata(self.metadata, other.metadata)
         self.warnings += other.warnings
+        self.qids |= other.qids
 
     def add_counts_to(self, total: Any) -> None:
         """Add this batch's ``COUNTS`` and usage to ``total``: another batch's (``add``) or its step's ``StepRecord``
@@ -144,6 +148,7 @@ class StepRunner:
         self.op = op
         self.cache = cache if (cache is not None and caches(op)) else None
         self.key = step_key(op) if self.cache else None
+        self.tracks_queries = op.scope != "source" and bool(op.no_rows_metadata())
 
     def run(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:
         """The step's output for ``table`` and what the batch did. What the operator records goes to notes of
@@ -167,6 +172,8 @@ class StepRunner:
             calls.forget()
         stats.seconds = time.perf_counter() - start
         stats.usage = notes.drain_usage()
+        if self.tracks_queries and table.num_rows and "qid" in table.column_names:
+            stats.qids = {str(q) for q in pc.unique(table.column("qid")).drop_null().to_pylist()}
         return out, stats
 
     def _call(self, table: pa.Table) -> tuple[pa.Table, dict[str, dict[str, Any]]]:

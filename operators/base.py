@@ -68,7 +68,7 @@ from pydantic import BaseModel, ConfigDict
 from operators import params as params_check
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
 from operators.local_files import marked_params
-from operators.output_checks import output_breach, with_string_text
+from operators.output_checks import output_breach, table_hint, with_string_text
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns, shown_columns
 
@@ -247,6 +247,12 @@ class Operator:
         overwrite the earlier's value for every query. Empty: none, or undeclared (a plugin's), which is not checked."""
         return frozenset()
 
+    def no_rows_metadata(self) -> dict[str, Any]:
+        """The metadata of a query none of whose rows reached this step (a search that found nothing), which the
+        executors record for it, as they know which queries a step saw: none by default. A step whose result is the
+        query's metadata says here what such a query gets (``generate.answer``: its decline), not calling itself."""
+        return {}
+
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
         declared = self.metadata_keys()
@@ -302,7 +308,7 @@ class Operator:
     def __call__(self, table: pa.Table) -> pa.Table:
         if not isinstance(table, pa.Table):  # a DataFrame, a dict, None: a bare AttributeError from inside before
             raise OperatorError(f"an operator is called on a pyarrow Table, not a {type(table).__name__}"
-                                f"{_to_table_hint(table)}", op=self.name, step=self.step_id)
+                                f"{table_hint(table)}", op=self.name, step=self.step_id)
         self.ensure_setup()
         if self.scope != "source":
             require_columns(table, self.requires(), op=self.name, step=self.step_id)
@@ -327,7 +333,7 @@ class Operator:
         core column types, query scope's qids). Checked on each call (the schema, row counts, a query step's qids),
         so a broken operator fails here, naming its step, and not somewhere downstream."""
         if not isinstance(out, pa.Table):
-            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{_to_table_hint(out)}",
+            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{table_hint(out)}",
                                 op=self.name, step=self.step_id)
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
@@ -392,9 +398,3 @@ class Source(Operator):
     def transform(self, table: pa.Table) -> pa.Table:
         return concat([batch for split in self.splits() for batch in self.read(split)])
 
-
-def _to_table_hint(value: Any) -> str:
-    """How to make a pyarrow Table of ``value``, where a DataFrame or a dict was given."""
-    if type(value).__name__ == "DataFrame":
-        return " (convert it with pa.Table.from_pandas(df, preserve_index=False))"
-    return " (pa.table(columns) makes one of a dict of columns)" if isinstance(value, dict) else ""

@@ -87,3 +87,10 @@ def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str |
         return (f"transform wrote a column of another type than the data model's: '{field.name}' is {field.type}, "
                 f"expected {expected}{batch}; write it as {how}{ranking}")
     return None
+
+
+def table_hint(value: object) -> str:
+    """How to make a pyarrow Table of ``value``, where a DataFrame or a dict was given (``Operator``'s errors)."""
+    if type(value).__name__ == "DataFrame":
+        return " (convert it with pa.Table.from_pandas(df, preserve_index=False))"
+    return " (pa.table(columns) makes one of a dict of columns)" if isinstance(value, dict) else ""

@@ -16,6 +16,8 @@ CUT_NOTE = "(cut off at the step's max_tokens: the answer may end mid-sentence)"
 #: Said under the no-answer text of a query that no document was close to (``abstained``: the answer step's
 #: ``min_relevance``), so that it does not read as the model's answer.
 ABSTAINED_NOTE = "(no model call: no document found is as close to the question as the step's min_relevance asks)"
+#: Said under the no-answer text of a query whose search found no document at all (``documents: 0``).
+NO_DOCUMENTS_NOTE = "(no model call: the search found no document for this question)"
 
 
 def shortened(query: str) -> str:
@@ -124,9 +126,9 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
                   f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
                   f"{escape(str(used.get('model', '')))}")
     shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response",
-             "finish_reason", "answer_cut", "abstained"}
+             "finish_reason", "answer_cut", "abstained", "documents"}
     for key, value in meta.items():
-        if key not in shown:
+        if key not in shown and not (key == "relevance" and value is None):  # no row had one: said by the note
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")
 
 
@@ -136,7 +138,7 @@ def print_answer_notes(out, meta: dict[str, Any]) -> None:
     if meta.get("answer_cut"):
         out.print(f"  [dim]{CUT_NOTE}[/]")
     if meta.get("abstained"):
-        out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
+        out.print(f"  [dim]{NO_DOCUMENTS_NOTE if meta.get('documents') == 0 else ABSTAINED_NOTE}[/]")
 
 
 def cell(value: Any, limit: int = 80) -> str:

@@ -203,6 +203,7 @@ class RunState:
         self.steps_done = 0
         self.input_rows: int | None = None  # the flow input's rows: the total of the steps that read it
         self.step_totals: dict[str, int | None] = {}
+        self.reached: dict[str, set[str]] = {}  # the queries whose rows reached a step that tracks them (BatchStats)
 
     def step_cache(self, step: str) -> StepCache | None:
         return self.cache if self.flow.spec.steps[step].cache else None
@@ -222,6 +223,7 @@ class RunState:
     def add_batch(self, step: str, stats: BatchStats) -> None:
         stats.add_counts_to(self.result.steps[step])
         merge_metadata(self.result.metadata, stats.metadata)
+        self.reached.setdefault(step, set()).update(stats.qids)
         self.rows_done += stats.rows_out
         self.result.timings.add(f"step:{step}", stats.seconds)
         self.emit(step)
@@ -249,6 +251,8 @@ class RunState:
 
     def finish(self, table: pa.Table, queries: pa.Table | None = None) -> FlowResult:
         """The result: the output step's ``table``, its queries in the order of the flow input ``queries``."""
+        if queries is not None:
+            self.add_no_rows_metadata(queries)
         self.result.table = in_query_order(table, queries) if queries is not None else table
         if self.result.table is not table:  # the output step's history is the result
             self.result.history.update({s: self.result.table for s, t in self.result.history.items() if t is table})
@@ -258,6 +262,24 @@ class RunState:
         self.result.timings.add("flow", self.result.seconds)
         self.emit(None, finished=True)
         return self.result
+
+    def add_no_rows_metadata(self, queries: pa.Table) -> None:
+        """Each query of the flow input none of whose rows reached a step gets the metadata that step's operator
+        declares for it (``Operator.no_rows_metadata``: ``generate.answer``'s decline), on the driver after the
+        run, the same on every executor: the step never saw it, and the query had no answer record at all. A key
+        the query holds already stays."""
+        if "qid" not in queries.column_names:
+            return
+        qids = list(dict.fromkeys(str(q) for q in queries.column("qid").to_pylist() if q is not None))
+        for step in self.steps:
+            op = self.flow.operators[step]
+            if op.scope == "source" or not op.no_rows_metadata():
+                continue
+            for qid in qids:
+                if qid not in self.reached.get(step, ()):
+                    held = self.result.metadata.setdefault(qid, {})
+                    for key, value in op.no_rows_metadata().items():
+                        held.setdefault(key, value)
 
 
 def in_query_order(table: pa.Table, queries: pa.Table) -> pa.Table:

@@ -169,7 +169,16 @@ class AnswerGenerator(LLMStep):
 
     def metadata_keys(self) -> frozenset[str]:
         return frozenset({"answer", "reasoning", "sources", "sources_from", "raw_response", "finish_reason",
-                          "answer_cut", "abstained", "relevance"})
+                          "answer_cut", "abstained", "relevance", "documents"})
+
+    def no_rows_metadata(self) -> dict[str, Any]:
+        """A question none of whose documents reached the step (its search found nothing: an empty index, a filter
+        that matches none) is declined as ``min_relevance`` declines one, with ``documents: 0`` (no model call: the
+        executors record it, ``Operator.no_rows_metadata``). Closed book, each query is its own row: none."""
+        if self.params.context_column is None:
+            return {}
+        return {**self._declined(), **({} if self.params.min_relevance is None else {"relevance": None}),
+                "documents": 0}
 
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
@@ -266,9 +275,13 @@ class AnswerGenerator(LLMStep):
     def _abstain(self, qid: str, streams: AnswerStreams | None) -> None:
         if streams is not None:
             streams.finish(qid, self.params.no_answer)
-        for key, value in (("answer", self.params.no_answer), ("reasoning", ""), ("sources", []),
-                           ("sources_from", "none"), ("abstained", True), ("answer_cut", False)):
+        for key, value in self._declined().items():
             self.emit_metadata(qid, key, value)
+
+    def _declined(self) -> dict[str, Any]:
+        """The metadata of a declined question: the no-answer text, no sources, ``abstained``."""
+        return {"answer": self.params.no_answer, "reasoning": "", "sources": [], "sources_from": "none",
+                "abstained": True, "answer_cut": False}
 
     def _streams(self, documents: dict[str, int]) -> AnswerStreams | None:
         """Each query's reply read as an answer as it is written, for the chat's sink (``answer_stream``); None when

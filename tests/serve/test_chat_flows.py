@@ -86,6 +86,30 @@ def test_a_question_the_index_does_not_cover_is_declined_without_the_model(clien
     assert "abstained" not in answered.choices[0].message.model_extra
 
 
+def test_a_question_filtered_to_no_document_is_declined_without_the_model(client, serve_app):
+    """Both retrievers filtered to nothing: rag's decline (content, finish_reason, ``abstained``), streamed alike, not
+    "No answer could be written (...)" marked unanswered; a task's result holds the same record for the query, where
+    it held none."""
+    nothing = {"field": "title", "eq": "Nonexistent"}
+    params = {"bm25.filter": nothing, "dense.filter": nothing}
+    asked = {"model": "rag", "messages": QUESTION, "extra_body": {"params": params}}
+    done = client.chat.completions.create(**asked)
+    choice = done.choices[0]
+    assert choice.message.content == "The documents found do not answer this question."
+    assert choice.finish_reason == "stop" and done.usage.completion_tokens == 0
+    assert choice.message.model_extra["abstained"] is True and choice.message.model_extra["sources"] == []
+    assert "answered" not in choice.message.model_extra
+    chunks = list(client.chat.completions.create(**asked, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == choice.message.content
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].delta.model_extra["abstained"] is True
+    task = requests.post(f"{serve_app}/task/run", json={"flow": "rag", "query": QUESTION[0]["content"],
+                                                         "params": params}, timeout=120).json()
+    assert task["status"] == "finished" and task["result"]["data"] == [], task
+    record = task["result"]["aggregated_data"]["1"]
+    assert record["answer"] == choice.message.content and record["abstained"] is True and record["documents"] == 0
+
+
 def test_models_lists_the_flows_that_answer(client):
     cards = {m.id: m for m in client.models.list().data}
     assert cards["rag"].type == "flow" and cards["rag"].status == "ready"
