@@ -20,7 +20,7 @@ imports inside functions. Each class's files are digested once per process, the 
 kept for the class object; a file that several classes import is read once (again when its size or times change) and
 its imports are scanned once for its content. The digest follows the code the process runs (a module reloaded after
 an edit is new classes, read again); a plugin's module (its class's, or a helper of its package imported by then)
-whose file changed since the plugin registered (``operators.plugins.imported_source``: edited under a running
+whose file changed since the plugin registered (``operators.imported_code.imported_source``: edited under a running
 notebook, not reloaded) gets a digest of this process alone, so its output is never replayed to a process that runs
 the edit. Modules are named by their import name, never by path, so two installs of the same code in other folders
 (a Ray worker's) compute the same key.
@@ -45,7 +45,7 @@ from importlib import metadata
 from typing import Any
 
 from operators.base import Operator
-from operators.plugins import BUILT_IN_TOPS, changed_since_import, imported_source, is_local
+from operators.imported_code import BUILT_IN_TOPS, changed_since_import, imported_source, is_local
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def _running(module: str, digest: str) -> str:
     imported (edited under a notebook, not reloaded), a digest of this process alone. The file's digest would key the
     old code's output as the new code's: a later process, running the edit, replayed it. A plugin's module (its
     class's or a helper of its package) is compared by its digest when the plugin registered, a built-in's or another
-    module's by its file's stamp when it was imported (``operators.plugins.changed_since_import``)."""
+    module's by its file's stamp when it was imported (``operators.imported_code.changed_since_import``)."""
     imported = imported_source(module)
     if imported is None:
         if not changed_since_import(module):

@@ -36,9 +36,10 @@ from typing import Any
 
 from operators.base import Operator
 from operators.errors import UnknownOperatorError, close_names, did_you_mean, short_repr
+from operators.imported_code import remember_stamps
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_class, add_plugin_module, check_aliases, env_module_names, import_plugin,
-                               is_operator, qualname, remember_stamps)
+                               is_operator, qualname)
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "OperatorPluginError", "all_operators", "create", "get_operator",
            "skipped_modules"]

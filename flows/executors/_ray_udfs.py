@@ -28,7 +28,7 @@ from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import interruptible
 from operators.models.repository import ObjectRepository
-from operators.plugins import remember_source
+from operators.imported_code import remember_source
 from operators.tables import concat
 
 #: Largest piece a callable yields (Ray slices a yielded table above half a block,

@@ -31,7 +31,7 @@ from ray import cloudpickle
 
 from flows.spec import Flow
 from operators.errors import SpecError
-from operators.plugins import BUILT_IN_PACKAGES
+from operators.imported_code import BUILT_IN_PACKAGES
 
 _lock = threading.Lock()
 _importable: set[tuple[str, str]] = set()  # (Ray job id, module) a worker imported
