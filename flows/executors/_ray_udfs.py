@@ -1,4 +1,5 @@
-"""What the Ray Data executor runs on the workers: the reporter and the stage callables.
+"""What the Ray Data executor runs on the workers: the stage callables (the reporter they report to is
+``ray_reporter``'s; their output's query groups kept whole, ``group_order``'s).
 
 A stage runs one step, or a *fused chain*: a step (a source or a row step) followed by
 row steps that each read only the one before, or a *fused fan-in*: query steps that read
@@ -9,123 +10,29 @@ the stage's input and the fan-in that joins them. ``StepUDF`` and ``SourceUDF`` 
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Iterator
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flows.cache import StepCache
 from flows.executors import ray_metrics
 from flows.executors.base import fan_in, scope_batches
+# in_local_order and shared_reporter re-exported: they lived here before ``group_order`` and ``ray_reporter``
+from flows.executors.group_order import in_local_order, whole_group_pieces, with_branch_order  # noqa: F401
+from flows.executors.ray_reporter import shared_reporter  # noqa: F401
 from flows.executors.ray_warnings import carried
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
+from operators.imported_code import remember_source
 from operators.interrupt import interruptible
 from operators.models.repository import ObjectRepository
-from operators.imported_code import remember_source
 from operators.tables import concat
 
-#: Largest piece a callable yields (Ray slices a yielded table above half a block,
-#: 64 MiB by default, where it could split a qid).
-PIECE_BYTES = 16 * 1024 * 1024
-#: Column a fused fan-in adds for its rows' order across blocks (``_with_branch_order``); never seen by operators.
-ORDER_COLUMN = "__tessera_branch"
 #: A callable asks the reporter before a batch only if it has not heard from it for this long.
 CHECK_SECONDS = 0.1
-
-
-#: The reporter's name: one per Ray job (a named actor that is not detached ends with its driver).
-REPORTER_NAME = "tessera-run-reporter"
-
-
-@ray.remote(num_cpus=0)
-class _Reporter:
-    """Collects batch statistics from the callables and holds each run's cancel flag and first error.
-
-    One actor serves every run of a driver (keyed by run id), so a run does not wait for an actor
-    process to start, which costs more than a small flow's own work (docs/results.md).
-    """
-
-    def __init__(self) -> None:
-        self._events: dict[str, list[tuple[str, str, Any]]] = {}  # open runs only
-        self._cancelled: set[str] = set()
-        self._errors: dict[str, tuple] = {}
-
-    def open(self, run: str) -> None:
-        """Start keeping the run's records; a record for a run not open (closed, or never opened)
-        is dropped, so a batch that reports after its run ended leaves nothing behind."""
-        self._events.setdefault(run, [])
-
-    def report(self, run: str, step: str, stats: BatchStats) -> bool:
-        """Keep a batch's statistics; True when the batch should stop (its run was cancelled or ended)."""
-        events = self._events.get(run)
-        if events is None:
-            return True
-        events.append(("batch", step, stats))
-        return run in self._cancelled
-
-    def started(self, run: str, step: str) -> None:
-        """A worker began the step's first batch (a run not open: dropped): a cancel while it runs names it."""
-        self._events.get(run, []).append(("start", step, None))
-
-    def cancelled(self, run: str) -> bool:
-        return run in self._cancelled or run not in self._events
-
-    def failed(self, run: str, error: tuple, node: tuple[str, str] | None = None) -> None:
-        """Keep the run's first error; raised on a node other than this one (the driver's), its message says
-        which (``node``: its id and IP)."""
-        if run in self._events and run not in self._errors:
-            if node is not None and node[0] != ray.get_runtime_context().get_node_id() \
-                    and error[0] is not FlowCancelled:
-                cls, message, *where = error
-                error = (cls, f"{message} (on the Ray node at {node[1]}, id {node[0][:8]}, not the driver's node: "
-                              "it reads its own TESSERA_HOME, models and paths)", *where)
-            self._errors[run] = error
-
-    def error(self, run: str) -> tuple | None:
-        return self._errors.get(run)
-
-    def cancel(self, run: str) -> None:
-        if run in self._events:
-            self._cancelled.add(run)
-
-    def drain(self, run: str) -> list[tuple[str, str, Any]]:
-        """The records since the last drain (the run stays open)."""
-        events = self._events.get(run) or []
-        if events:
-            self._events[run] = []
-        return events
-
-    def close(self, run: str) -> None:
-        """Forget the run (its last events were drained)."""
-        self._events.pop(run, None)
-        self._cancelled.discard(run)
-        self._errors.pop(run, None)
-
-
-_shared: dict[tuple[str, str], Any] = {}  # (node, job) -> the reporter's handle, held so it lives as long as the driver
-_shared_lock = threading.Lock()
-
-
-def shared_reporter() -> Any:
-    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``),
-    on the driver's node. Keyed by the driver's node and job: a new local Ray's first job has the id of the last
-    one's (01000000), so the job alone kept the dead handle of the Ray that ``ray.shutdown()`` ended."""
-    context = ray.get_runtime_context()
-    job = (context.get_node_id(), context.get_job_id())
-    with _shared_lock:
-        if job not in _shared:
-            _shared.clear()  # handles of an earlier Ray session are dead
-            # On the driver's node: a worker node that dies must not take every run's reporter with it.
-            here = NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False)
-            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True, scheduling_strategy=here).remote()
-        return _shared[job]
 
 
 #: The set-up operators of this worker process, by class, params and step: a task builds its callable anew
@@ -259,7 +166,7 @@ class StepUDF(_Callable):
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
             if self.fans_in:
-                yield from _whole_group_pieces(self._fan_in(batch))
+                yield from whole_group_pieces(self._fan_in(batch))
                 return
             if batch.num_rows == 0:
                 out = self.runner.run(batch)[0]
@@ -275,7 +182,7 @@ class StepUDF(_Callable):
                 out, stats = self._run(self.runner, part)
                 self._report(self.step, stats)
                 for table in self._then(out):
-                    yield from _whole_group_pieces(table)
+                    yield from whole_group_pieces(table)
         except TesseraError as err:
             self._forward(err, self.step)
             raise
@@ -293,7 +200,7 @@ class StepUDF(_Callable):
                 self._report(step, stats)
                 parts.append(out)
             outputs[step] = concat(parts) if parts else runner.run(table.slice(0, 0))[0]
-        return _with_branch_order(outputs[step], [outputs[p] for p in self.reads[-1]])
+        return with_branch_order(outputs[step], [outputs[p] for p in self.reads[-1]])
 
 
 class SourceUDF(_Callable):
@@ -341,60 +248,7 @@ def _named(err: TesseraError, op: Operator) -> TesseraError:
     return err
 
 
-def _with_branch_order(out: pa.Table, branches: list[pa.Table]) -> pa.Table:
-    """``out`` with ``ORDER_COLUMN``: per row, the first branch its query has rows in.
-
-    Locally a fan-in's queries come in the order they first appear in its input, the branches'
-    outputs one after the other: a query the first branch found nothing for comes after every
-    query it found something for, not only those of its own block. Sorting the collected blocks
-    stably by this column puts them in that order (``in_local_order``).
-    """
-    if "qid" not in out.column_names:
-        return out
-    first = np.full(out.num_rows, len(branches), dtype=np.int8)
-    for j in reversed(range(len(branches))):
-        if "qid" in branches[j].column_names:
-            first[pc.is_in(out.column("qid"), value_set=branches[j].column("qid")).to_numpy(zero_copy_only=False)] = j
-    return out.append_column(ORDER_COLUMN, pa.array(first))
-
-
-def in_local_order(table: pa.Table) -> pa.Table:
-    """Collected blocks of a fused fan-in in the local executor's order (stable by ``ORDER_COLUMN``), without it."""
-    if ORDER_COLUMN not in table.column_names:
-        return table
-    first = pc.fill_null(table.column(ORDER_COLUMN), 0).to_numpy()
-    if first.size < 2 or bool((first[1:] >= first[:-1]).all()):
-        # Already in order (every query found by the first branch, the usual case): no copy of every row.
-        return table.drop_columns([ORDER_COLUMN])
-    return table.take(np.argsort(first, kind="stable")).drop_columns([ORDER_COLUMN])
-
-
 def run_as_task(batch: pa.Table, *, udf: type[StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
     """A stage as a Ray task: its callable is built for each block and dropped after it; its operators come
     set up from this process's earlier tasks (``_make_op``)."""
     yield from udf(**kwargs)(batch)
-
-
-def _whole_group_pieces(table: pa.Table, max_bytes: int | None = None) -> Iterator[pa.Table]:
-    """``table`` in pieces of at most ``max_bytes`` (about) that never split a qid.
-
-    Ray slices a yielded table that is too big for one block wherever the row count
-    says, which could split a qid across blocks; pieces this size are never sliced.
-    """
-    max_bytes = max_bytes or PIECE_BYTES
-    n = table.num_rows
-    if table.nbytes <= max_bytes or n < 2 or "qid" not in table.column_names:
-        yield table
-        return
-    _, inverse = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_inverse=True)
-    last = np.zeros(inverse.max() + 1, dtype=np.int64)
-    np.maximum.at(last, inverse, np.arange(n))
-    reach = np.maximum.accumulate(last[inverse])  # the last row of any qid seen so far
-    cuts = np.flatnonzero(reach[:-1] == np.arange(n - 1)) + 1  # no qid on both sides
-    rows = max(1, int(n * max_bytes / table.nbytes))
-    start = 0
-    for cut in cuts:
-        if cut - start >= rows:
-            yield table.slice(start, cut - start)
-            start = int(cut)
-    yield table.slice(start)

@@ -29,7 +29,7 @@ materialised so its output can be kept: steps run one after another, each in par
 ``keep_history=False`` streams steps into each other and materialises only where needed
 (fan-in parents, shared steps, regroups, corpus inputs, the output); an output fan-in over
 query steps runs with them in one stage (``ray_plan``), and its collected rows are put in
-the local order (``_ray_udfs.in_local_order``).
+the local order (``group_order.in_local_order``).
 
 Known limits: if Ray re-runs a batch after a worker died, its statistics count twice
 (the rows do not); blocks of one step whose schemas differ are conformed only where they
@@ -56,9 +56,10 @@ import ray.data
 from flows.cache import StepCache
 from flows.executors import _ray_blocks as block_tasks
 from flows.executors import ray_frames as frames
-from flows.executors._ray_udfs import SourceUDF, StepUDF, in_local_order, run_as_task
+from flows.executors._ray_udfs import SourceUDF, StepUDF, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.driver_paths import absolute_paths
+from flows.executors.group_order import in_local_order
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage

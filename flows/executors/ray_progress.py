@@ -1,6 +1,6 @@
 """The calling thread of a Ray Data run: progress, cancellation and errors, while stages run elsewhere.
 
-A small actor (``_ray_udfs._Reporter``, no CPU; one per driver, its runs kept apart by a
+A small actor (``ray_reporter._Reporter``, no CPU; one per driver, its runs kept apart by a
 run id, so no run waits for an actor to start) collects what each batch did: callables
 send it their ``BatchStats`` after every batch, before the batch's rows leave the
 callable, and learn from the answer whether the run was cancelled. ``RunFollower``
@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 import ray
 
-from flows.executors._ray_udfs import shared_reporter
 from flows.executors.base import RunState, unjoinable_outputs
 from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads, running_executors
+from flows.executors.ray_reporter import shared_reporter
 from flows.executors.ray_warnings import say
 from operators.errors import FlowCancelled, OperatorError, TesseraError
 

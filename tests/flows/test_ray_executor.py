@@ -235,11 +235,11 @@ def test_no_rows_gives_the_operators_empty_output():
 
 
 def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
-    from flows.executors._ray_udfs import _whole_group_pieces
+    from flows.executors.group_order import whole_group_pieces
 
     qids = ["a"] * 5 + ["b"] * 3 + ["c"] * 4 + ["a"] + ["d"] * 6
     table = pa.table({"qid": qids, "x": range(len(qids))})
-    pieces = list(_whole_group_pieces(table, max_bytes=table.nbytes // 4))
+    pieces = list(whole_group_pieces(table, max_bytes=table.nbytes // 4))
     assert len(pieces) > 1 and pa.concat_tables(pieces).equals(table)
     seen = [set(p.column("qid").to_pylist()) for p in pieces]
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])

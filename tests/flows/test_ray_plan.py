@@ -62,7 +62,7 @@ def test_input_readers_name_the_batch_size_of_the_query_steps_that_read_the_inpu
 def test_a_fused_fan_ins_blocks_are_collected_in_the_local_order():
     """Locally a query the first branch found nothing for comes after every query it found something for;
     a fused fan-in's blocks each put it last in their own block, and collecting restores the local order."""
-    from flows.executors._ray_udfs import _with_branch_order, in_local_order
+    from flows.executors.group_order import in_local_order, with_branch_order
     from flows.executors.base import fan_in
     from operators.tables import qid_groups
 
@@ -74,13 +74,13 @@ def test_a_fused_fan_ins_blocks_are_collected_in_the_local_order():
     local = [qid for qid, _ in qid_groups(whole)]
     assert local == ["q1", "q3", "q4", "q2"]
     blocks = [(rows(["q1"]), rows(["q1", "q2"])), (rows(["q3", "q4"]), rows(["q3", "q4"]))]  # q1-q2 | q3-q4
-    outs = [_with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in blocks]
+    outs = [with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in blocks]
     collected = in_local_order(pa.concat_tables(outs))
     assert [qid for qid, _ in qid_groups(collected)] == local
     assert collected.column_names == ["qid", "docno"]
     # Every query found by the first branch: the blocks are already in the local order, and stay so.
     found = [(rows(["q1", "q2"]), rows(["q1", "q2"])), (rows(["q3", "q4"]), rows(["q4"]))]
-    outs = [_with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in found]
+    outs = [with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in found]
     collected = in_local_order(pa.concat_tables(outs))
     assert [qid for qid, _ in qid_groups(collected)] == ["q1", "q2", "q3", "q4"]
     assert collected.equals(pa.concat_tables(outs).drop_columns(["__tessera_branch"]))
