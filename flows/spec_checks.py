@@ -18,7 +18,7 @@ import logging
 import re
 from typing import Any, Collection, Iterable, Mapping, get_args
 
-from operators.base import Role
+from operators.declarations import Role
 from operators.errors import OperatorError, SpecError, TesseraError, short_repr
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ def _rows_reaching(step: str, inputs: dict[str, tuple[str, ...]],
 def check_declarations(order: list[str], operators: dict[str, Any]) -> None:
     """Refuse a step whose operator declares its columns in a shape the engine cannot read, naming the step and
     the operator (a plugin's code, so an ``OperatorError``): ``produces()`` other than ``{column: role}`` with
-    the roles of ``operators.base.Role`` (a list of columns failed below with a bare AttributeError naming no
+    the roles of ``operators.declarations.Role`` (a list of columns failed below with a bare AttributeError naming no
     step), ``reads()``/``requires()`` other than a list of column names (the text ``"text"`` was read as the
     columns t, e, x, t), or one of them raising."""
     for step in order:

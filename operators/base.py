@@ -56,7 +56,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import re
@@ -66,20 +65,18 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from operators import params as params_check
+# Role and SHARED_METADATA re-exported: they were defined here before operators.declarations and operators.step_notes
+from operators.declarations import Role, StepDeclarations  # noqa: F401
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
-from operators.local_files import marked_params
 from operators.output_checks import output_breach, table_hint, with_string_text
-from operators.step_notes import RECORDING, StepNotes, joined_degraded
+from operators.step_notes import SHARED_METADATA, StepNotes, StepRecording  # noqa: F401
 from operators.tables import concat, require_columns, shown_columns
 
 log = logging.getLogger(__name__)
-#: Per-query metadata every step may add to: joined across steps, never overwritten (``flows.runner.merge_metadata``).
-SHARED_METADATA = frozenset({"usage", "degraded"})
 #: Degraded queries of one call (a batch) logged as warnings; the rest at debug level, each in the result's metadata.
 DEGRADED_WARNINGS = 5
 
 Scope = Literal["row", "query", "corpus", "source"]
-Role = Literal["rank", "score", "text", "chip", "data", "id"]
 
 
 class NoParams(BaseModel):
@@ -88,8 +85,10 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Operator:
-    """Base class of every Tessera operator (see the module docstring)."""
+class Operator(StepDeclarations, StepRecording):
+    """Base class of every Tessera operator (see the module docstring). What a step declares from its params
+    (``produces``, ``reads``, ``required_models``, ...) is ``StepDeclarations``'; how it records per-query metadata
+    and usage (``emit_metadata``, ``mark_degraded``, ``record_usage``, ...) is ``StepRecording``'."""
 
     name: ClassVar[str] = ""
     #: Other ids a spec may use for this operator (mosaicRAG step ids, old names).
@@ -146,45 +145,7 @@ class Operator:
     def category(cls) -> str:
         return cls.name.split(".", 1)[0]
 
-    # -- declared columns ---------------------------------------------------
-
-    def produces(self) -> dict[str, Role]:
-        """Columns this step writes, with their role. Derived from params only."""
-        return {}
-
-    def reads(self) -> list[str] | None:
-        """Input columns the output depends on; ``None`` means every column."""
-        return None
-
-    def requires(self) -> list[str]:
-        """Input columns that must be present (checked before ``transform``)."""
-        return list(self.reads() or [])
-
-    def unset_params(self) -> dict[str, str]:
-        """Params the spec may leave for whoever runs it to fill in (``tessera bench`` sets a benchmark's dataset)
-        but that must be set before it runs: ``{"params.NAME": what it is}``. Checked before a served flow runs."""
-        return {}
-
-    def missing_files(self) -> dict[str, str]:
-        """The local files this step reads that are not there now, ``{"params.NAME": its setup's error}``: asked
-        before a served flow runs and by ``GET /flows`` (a stat or two, no reading)."""
-        return {}
-
-    def index_needs(self) -> tuple[str, ...]:
-        """What an index built for this step must hold (``bm25``, ``dense``; read for steps that leave ``index``
-        unset, by ``FlowSpec.index_features``): the class's ``index_features``, unless its params decide."""
-        return tuple(getattr(self, "index_features", ("bm25", "dense")))
-
-    def required_models(self) -> dict[str, str]:
-        """The model references this step loads, keyed by what names each one (``{"params.model":
-        "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""
-        return {}
-
-    def calls_model(self) -> bool:
-        """Whether the step asks a language model with its params: it then waits on the model for seconds to
-        minutes (the service runs such a flow on its answers' threads, ``serve/threads.py``). The language-model
-        steps do (``LLMStep``); ``query.contextualize`` and ``retrieve.multi_hop`` only with ``llm``."""
-        return False
+    # -- operators run inside this one --------------------------------------
 
     def nested_operators(self) -> dict[str, "Operator"]:
         """The operators this step runs inside itself, keyed by the params that configure each
@@ -198,13 +159,6 @@ class Operator:
         yield where, self
         for field, nested in self.nested_operators().items():
             yield from nested.walk(f"{where}.{field}" if where else field)
-
-    def required_env(self) -> dict[str, str]:
-        """The environment variables this step reads (a key, a password), keyed by the param that names each
-        (``{"params.api_key_env": "COHERE_API_KEY"}``): by default every set param marked ``env_var()``. Read
-        from the params only, so a flow whose variable is unset is refused before any step runs."""
-        return {f"params.{name}": value for name in marked_params(self.Params, "env_var")
-                if isinstance(value := getattr(self.params, name, None), str) and value}
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -226,40 +180,7 @@ class Operator:
         """What, besides name and version, decides the output: the params (a model's operator adds its revision)."""
         return self.params.model_dump(mode="json")
 
-    # -- per-query outputs that are not rows, and what a step spent -------------
-
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[StepNotes]:
-        """Within this block, on this thread, what this operator records (``emit_metadata``, ``record_usage``,
-        ``mark_degraded``) goes to fresh notes of this call, not to the instance that other runs share."""
-        notes = StepNotes()
-        with RECORDING.holding((self, notes)):
-            yield notes
-
-    def notes(self) -> StepNotes:
-        """Where a record goes now: the notes of this thread's ``recording`` block, else the instance's own."""
-        held = RECORDING.get()
-        return held[1] if held is not None and held[0] is self else self._own_notes
-
-    def metadata_keys(self) -> frozenset[str]:
-        """The per-query metadata keys this step writes (``emit_metadata``) besides the shared ``usage`` and
-        ``degraded``. Two steps of a flow that write the same key are refused when it is built: the later would
-        overwrite the earlier's value for every query. Empty: none, or undeclared (a plugin's), which is not checked."""
-        return frozenset()
-
-    def no_rows_metadata(self) -> dict[str, Any]:
-        """The metadata of a query none of whose rows reached this step (a search that found nothing), which the
-        executors record for it, as they know which queries a step saw: none by default. A step whose result is the
-        query's metadata says here what such a query gets (``generate.answer``: its decline), not calling itself."""
-        return {}
-
-    def emit_metadata(self, qid: str, key: str, value: Any) -> None:
-        """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
-        declared = self.metadata_keys()
-        if declared and key not in declared and key not in SHARED_METADATA:
-            raise RuntimeError(f"{self.name} writes the query metadata '{key}', which its metadata_keys() does "
-                               "not name: add it there, so a flow that has another writer of it is refused")
-        self.notes().metadata.setdefault(str(qid), {})[key] = value
+    # -- the failure policy of one query ------------------------------------
 
     def degrade(self, qid: str, reason: str, *, keeps: str = "its input",
                 error: type[OperatorError] = StepFailed, cause: BaseException | None = None) -> None:
@@ -278,27 +199,6 @@ class Operator:
                             "('degraded'); the rest are logged at debug level", self.name, self.step_id, keeps)
             log.debug("%s [%s]: query %s keeps %s: %s", self.name, self.step_id, qid, keeps, reason)
         self.mark_degraded(qid, reason)
-
-    def mark_degraded(self, qid: str, reason: str) -> None:
-        """Mark query ``qid`` degraded by this step (it keeps its input; it is not cached). Later failures of the
-        same query in this step add to ``failures``; the reason stays the first one's."""
-        earlier = self.notes().metadata.get(str(qid), {}).get("degraded")
-        mark = {"step": self.step_id, "reason": reason}
-        self.emit_metadata(qid, "degraded", joined_degraded(earlier, mark) if earlier else mark)
-
-    def drain_metadata(self) -> dict[str, dict[str, Any]]:
-        """Hand over and forget what ``emit_metadata`` recorded (in this ``recording`` block, else outside any)."""
-        return self.notes().drain_metadata()
-
-    def record_usage(self, **counts: float) -> None:
-        """Add to this step's counters (model calls, tokens, seconds); they land in its ``StepRecord.usage``."""
-        usage = self.notes().usage
-        for name, value in counts.items():
-            usage[name] = usage.get(name, 0) + value
-
-    def drain_usage(self) -> dict[str, float]:
-        """Hand over and forget what ``record_usage`` added (in this ``recording`` block, else outside any)."""
-        return self.notes().drain_usage()
 
     # -- running ------------------------------------------------------------
 

@@ -33,7 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.base import Operator, Role
+from operators.base import Operator
+from operators.declarations import Role
 from operators.output_checks import expected_column_type
 from operators.registry import get_operator
 from operators.testing_values import altered as altered_values

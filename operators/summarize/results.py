@@ -8,8 +8,8 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from operators.base import SHARED_METADATA
 from operators.llm import LLMParams, LLMStep, junk_reason, repetition
+from operators.step_notes import SHARED_METADATA
 from operators.summarize._cut import finished
 from operators.tables import in_rank_order, qid_groups
 
