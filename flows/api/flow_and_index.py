@@ -1,52 +1,32 @@
-"""Tessera from Python: ingest a corpus, search it, load and run flows.
+"""The API's two objects: ``Index``, an index directory built by ingestion (what it holds, searching it), and
+``Flow``, a validated flow loaded by name, file, text or dict and run over queries.
 
-::
-
-    from flows.api import Flow, ingest
-
-    index = ingest("data/sample/corpus.jsonl", ".tessera/indices/sample", shard_size=250)
-    hits = index.search("gothic cathedrals", k=5)
-    flow = Flow.load("hybrid", index=index)
-    result = flow.run(["gothic cathedrals", "honey bees"])
-    result.table, result.history["bm25"], result.steps["fused"].seconds
-
-This is a thin layer over the engine (``flows.spec``, ``flows.executors``) and the ingestion job (``flows.ingestion``)
-with the defaults a notebook wants: in-process execution, no step cache unless asked for, every step's output kept.
-Everything it returns is the engine's own (``FlowResult``, pyarrow tables), so nothing here hides what the CLI and the
-service use.
+Why together: ``Index.search`` runs a built-in flow as a ``Flow``, and ``Flow.load`` takes an ``Index``; ``flows.api``
+re-exports both as the API's front door.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import numbers
 import os
-import sys
-import threading
-from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
-from flows.keywords import check_keywords, checked_keywords
-from flows.model_check import MissingEnvError, MissingModelsError
+from flows.api.refusals import not_an_index, resume_said
+from flows.api.step_caches import step_cache
+from flows.keywords import checked_keywords
 from flows.spec import FlowSpec, StepSpec, load_request
 from flows.spec_checks import unused_index
-from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr
+from operators.errors import ParamsError, SpecError, short_repr
 
 if TYPE_CHECKING:
     from flows.ingestion import IngestReport
     from flows.progress import CancelToken, ProgressCallback
-    from flows.cache import StepCache
     from flows.result import FlowResult
     from operators.filters import MetadataFilter
     from operators.store import Index as StoreIndex
-
-# the errors to catch: TesseraError is the base of every error Tessera raises on purpose
-__all__ = ["Flow", "Index", "ingest", "TesseraError", "SpecError", "ParamsError", "OperatorError",
-           "MissingModelsError", "MissingEnvError", "FlowCancelled"]
 
 Queries = str | Iterable[str] | pa.Table | dict
 SearchMethod = Literal["bm25", "dense", "hybrid"]
@@ -63,7 +43,7 @@ class Index:
         elif isinstance(store, (str, os.PathLike)):  # Index(path), as a notebook writes it: Index.open(path)
             store = Index.open(store).store
         elif not isinstance(store, StoreIndex):  # None, a number: a bare AttributeError at the first search before
-            raise _not_an_index("Index", store)
+            raise not_an_index("Index", store)
         self.store = store          # operators.store.Index: shards, documents, add/update/delete
         self.report = report        # what the ingestion that returned this index did, if one did
 
@@ -77,8 +57,8 @@ class Index:
         if isinstance(path, Index):
             return cls(path)
         if not isinstance(path, (str, os.PathLike)):  # resolve_index's error named no argument
-            raise _not_an_index("Index.open", path)
-        with _resume_said():
+            raise not_an_index("Index.open", path)
+        with resume_said():
             return cls(StoreIndex.open(resolve_index(path)))
 
     @property
@@ -138,20 +118,6 @@ class Index:
                             f"of tessera ingest or tessera index add; settings={{'{feature}': False}} in Python); "
                             f"use method={can[0]!r}", field="method")
         return method
-
-
-@contextlib.contextmanager
-def _resume_said() -> Iterator[None]:
-    """An index folder whose first ingestion was interrupted refused with the ``ingest(...)`` call that resumes it
-    (``first_ingest.with_resume``; the CLI says its command), not only that "the command that started it" does."""
-    from operators.store.errors import UnfinishedFirstIngestError
-
-    try:
-        yield
-    except UnfinishedFirstIngestError as err:
-        from flows.ingestion.first_ingest import with_resume
-
-        raise with_resume(err, python=True)
 
 
 def _checked_filter(given: "dict | MetadataFilter", store: "StoreIndex") -> dict:
@@ -221,7 +187,7 @@ class Flow:
         if isinstance(index, (str, os.PathLike)):
             from operators.store.layout import check_index_exists
 
-            with _resume_said():
+            with resume_said():
                 check_index_exists(index)  # Index.open's error now, not the first search's
         if params is not None:
             from flows.param_settings import with_settings
@@ -297,7 +263,7 @@ class Flow:
         check_models([self.built], how_to_make=train_command)  # every model, before any step runs
         table = as_queries(queries, self.built)
         check_query_lengths(table)  # the CLI's and the service's limit: before a 5 MB query is embedded
-        runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
+        runner = make_executor(executor, cache=step_cache(cache), keep_history=keep_history)
         return runner.run(self.built, table, progress=progress, cancel=cancel)
 
     def save(self, name: str, *, force: bool = False) -> Path:
@@ -309,92 +275,3 @@ class Flow:
         from flows import store
 
         return store.save_kept(name, self.unbound, force=force)[0]
-
-
-def _not_an_index(call: str, given: Any) -> TesseraError:
-    """``Index(x)``'s and ``Index.open(x)``'s refusal of an ``x`` that is no index: the same error from both (it was a
-    ``SpecError`` from one, an ``IndexStoreError`` from the other), naming ``path`` and what it got."""
-    from operators.store.errors import IndexArgumentError
-
-    return IndexArgumentError(f"{call} takes an index's folder (a path) or name, or an open Index; got "
-                              f"{type(given).__name__} {short_repr(given)}", field="path")
-
-
-#: The step caches of the folders this process used last, most recent last: at most ``KEPT_CACHES``.
-_caches: "OrderedDict[Path, StepCache]" = OrderedDict()
-_caches_lock = threading.Lock()
-#: How many step caches (each an open database per thread that used it) a process keeps between runs.
-KEPT_CACHES = 8
-
-
-def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
-    """The process's one ``StepCache`` of that folder: runs share it (and its connection per thread), rather
-    than each opening a database that stays open until garbage collection. Only the ``KEPT_CACHES`` folders used
-    last are kept, and none that was deleted: a program that gave each run a folder of its own (a temporary one)
-    held three open files per folder for good, the deleted ones' disk space with them. A cache let go closes this
-    thread's connection now (Python's sqlite3 connections are freed by the cycle collector alone, not when the
-    last reference goes), another thread's when it is collected."""
-    if cache is False or cache is None:
-        return None
-    if not isinstance(cache, (bool, str, os.PathLike)) or (isinstance(cache, str) and cache.strip().lower() in
-                                                            ("", "yes", "no", "true", "false", "on", "off", "1", "0")):
-        # (a text meant as a boolean made a folder named "yes" in the working directory)
-        raise SpecError(f"cache must be True (the step cache in $TESSERA_HOME/cache), False, or a folder; got "
-                        f"{type(cache).__name__} {short_repr(cache)}", field="cache")
-    from flows.cache import StepCache
-    from flows.store import default_cache_dir
-
-    root = (default_cache_dir() if cache is True else Path(cache)).absolute()
-    with _caches_lock:
-        let_go = [_caches.pop(kept) for kept in list(_caches) if kept != root and not kept.is_dir()]
-        if root not in _caches:
-            _caches[root] = StepCache(root)
-        _caches.move_to_end(root)
-        while len(_caches) > KEPT_CACHES:
-            let_go.append(_caches.popitem(last=False)[1])
-        for old in let_go:
-            old.close()  # this thread's connection, where runs through this API open theirs
-        return _caches[root]
-
-
-def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | Index", *,
-           spec: str | dict | None = "ingest", executor: Literal["local", "ray"] = "local", progress: bool = True,
-           **options: Any) -> Index:
-    """Ingest ``source`` into the index folder ``index`` and return the ``Index``; run it again to resume.
-
-    ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 200 MiniLM word pieces, BM25 and
-    FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``, ``settings``,
-    ``chunk``, ``retry_failed``, ``colbert``, ``replace``, ``sync``, ``encoding``, ``fields``). In-process by
-    default; ``executor="ray"`` embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the
-    documents are added to it.
-    """
-    from flows.ingestion import ingest as run_ingestion
-    from flows.ingestion.errors import NothingIngestedError, SettingsMismatchError
-    from flows.ingestion.first_ingest import resume_in_python
-    from flows.model_check import MissingModelsError
-    from flows.train import train_command
-    from operators.store import Index as StoreIndex
-
-    if isinstance(index, Index):
-        index = index.path
-    known = set(inspect.signature(run_ingestion).parameters) - {"source", "index"}  # its own spec, executor, ...
-    check_keywords("ingest()", options, known)  # Python's own TypeError names the typo only: say which was meant
-    if source is None and spec == "ingest" and not options.get("retry_failed"):
-        # the built-in spec's own path is the bundled sample: ingest(None, ...) ingested it, where data/ was there
-        from flows.ingestion.errors import IngestError
-
-        raise IngestError("source is None: give the file, glob or folder to ingest (None is for a spec= whose read "
-                          "step names its own source, or retry_failed=True)", field="source")
-    try:
-        report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
-    except MissingModelsError as err:  # with the tessera train command that makes each, as Flow.run says
-        raise err.made_by(train_command) from None
-    except SettingsMismatchError as err:  # the call that resumes, not the tessera command
-        raise resume_in_python(err) from None
-    if report.nothing_ingested:  # as tessera ingest exits 1: an empty Index returned read as a success
-        raise NothingIngestedError(report)
-    if progress and report.nothing_to_do and not options.get("retry_failed"):  # as tessera ingest says it
-        from flows.ingestion.report import NOTHING_TO_DO
-
-        print(f"{report.index}: {NOTHING_TO_DO}", file=sys.stderr, flush=True)
-    return Index(StoreIndex.open(report.index), report)
