@@ -184,11 +184,6 @@ class Flow:
         if index is not None and not isinstance(index, (str, os.PathLike)) and not hasattr(index, "path"):
             raise SpecError(f"index must be an Index (Index.open(path)), an index name or a path; got "
                             f"{type(index).__name__} {short_repr(index)}", field="index")
-        if isinstance(index, (str, os.PathLike)):
-            from operators.store.layout import check_index_exists
-
-            with resume_said():
-                check_index_exists(index)  # Index.open's error now, not the first search's
         if params is not None:
             from flows.param_settings import with_settings
 
@@ -197,7 +192,12 @@ class Flow:
                                 f"{short_repr(params)}", field="params")
             spec = with_settings(spec, params)
         if index is not None and (no := unused_index(spec, f"index='{getattr(index, 'path', index)}'", "drop index=")):
-            raise no
+            raise no  # before a missing index is said: "build one" would ask for an index the flow never reads
+        if isinstance(index, (str, os.PathLike)):
+            from operators.store.layout import check_index_exists
+
+            with resume_said():
+                check_index_exists(index)  # Index.open's error now, not the first search's
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property

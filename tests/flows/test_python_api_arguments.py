@@ -360,3 +360,8 @@ def test_an_index_no_step_would_search_is_refused_as_the_clis_index_is(bm25_inde
         Flow.load({"name": "f", "steps": steps}, index=str(bm25_index))
     assert err.value.field == "index"
     assert err.value.message.startswith(f"index={str(bm25_index)!r} would not be used: {said}"), err.value.message
+    missing = bm25_index.parent / "no-such-index"  # said "no index at ...: build one", for an index never read
+    with pytest.raises(SpecError) as err:
+        Flow.load({"name": "f", "steps": steps}, index=str(missing))
+    assert err.value.field == "index"
+    assert err.value.message.startswith(f"index={str(missing)!r} would not be used: {said}"), err.value.message
