@@ -115,18 +115,29 @@ def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str,
 
 def _folder_read(source: str | Path, path: Path, quiet: bool) -> tuple[str, dict[str, Any]]:
     """A folder's reader: its one record format (JSONL, Parquet, CSV or TSV), else its document files (PDFs
-    alone: ``sources.pdf``; mixed with text, Markdown or HTML: ``sources.files``). Its other files are named in
-    one warning (``sources.files`` names them itself)."""
+    alone: ``sources.pdf``; mixed with text, Markdown or HTML: ``sources.files``); one of more document files than
+    record files is refused, naming a glob of each. Its other files are named in one warning (``sources.files``
+    names them itself)."""
     if any(path.glob("corpus.jsonl*")):
         return "sources.beir", {"folder": str(source), "part": "corpus"}
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
     kinds = {p.name: _format(p.name) for p in files}
     found = {f[0]: f for f in kinds.values() if f is not None}
     records = {label: f for label, f in found.items() if label not in DOCUMENT_FORMATS}
+    documents = sum(f is not None and f[0] in DOCUMENT_FORMATS for f in kinds.values())
+    # the documents too where they are the folder's files, not a README beside a corpus (its 20 notes were left
+    # out for the 3 rows of a CSV export beside them, with a warning)
+    also = (f", or '{Path(source) / '*'}' for its {documents} PDF, text, Markdown and HTML files"
+            if documents else "")
     if len(records) > 1:
         first = records[min(records)]
         raise _refuse(source, f"the folder holds {' and '.join(sorted(records))} files; give a glob of one kind "
-                      f"('{Path(source) / ('*' + first[3])}')")
+                      f"('{Path(source) / ('*' + first[3])}'{also})")
+    if records and documents > sum(f is not None and f[0] in records for f in kinds.values()):
+        [(label, _, _, suffix)] = records.values()
+        raise _refuse(source, f"the folder holds {documents} document file(s) and {label} records beside them; "
+                      f"give a glob of the files to read ('{Path(source) / ('*' + suffix)}' for the {label} "
+                      f"records{also})")
     if records:
         [(label, op_name, params, _)] = records.values()
         _warn_unread(source, [name for name, f in kinds.items() if f is None or f[0] != label], quiet)

@@ -103,6 +103,32 @@ def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path, caplog):
         read_step(none)
 
 
+def test_a_folder_of_notes_beside_a_csv_export_is_refused_naming_both_globs(tmp_path):
+    """A folder of a user's notes with one spreadsheet export in it was read as the CSV: its 3 rows were ingested and
+    the notes left out, named in a warning. Where documents outnumber the record files, the folder is refused, before
+    any index is made, with the glob of each; the documents' glob reads them all."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "kea.md").write_text("# Kea\n\nKea are alpine parrots of New Zealand.\n")
+    (notes / "huia.txt").write_text("Huia were wattlebirds.")
+    (notes / "tui.html").write_text("<html><head><title>Tui</title></head><body><p>Tui sing.</p></body></html>")
+    (notes / "people.csv").write_text("_id,text\np1,Einstein\np2,Curie\n")
+    with pytest.raises(IngestError) as err:
+        ingest(str(notes), tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (f"the folder holds 3 document file(s) and CSV records beside them; give a glob of the files to read "
+            f"('{notes}/*.csv' for the CSV records, or '{notes}/*' for its 3 PDF, text, Markdown and HTML files)"
+            in str(err.value))
+    assert not (tmp_path / "idx").exists()
+    (notes / "places.jsonl").write_text('{"_id": "x", "text": "Everest"}\n')  # two record formats: both globs too
+    with pytest.raises(IngestError, match=r"holds CSV and JSONL files; give a glob of one kind \('.*notes/\*\.csv', "
+                       r"or '.*notes/\*' for its 3 PDF, text, Markdown and HTML files\)"):
+        read_step(notes)
+    report = ingest(str(notes / "*"), tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False,
+                    progress=False)
+    assert (report.docs, report.failures) == (3, 0)
+    assert Index.open(tmp_path / "idx").search_bm25(["alpine parrots"], k=1)[0].docnos == ["kea.md"]
+
+
 def test_a_spec_read_steps_params_stay_and_the_suffix_sets_the_delimiter(tmp_path):
     spec = {"steps": {"read": {"op": "sources.csv", "params": {"path": "x.csv", "text_field": "body"}}}}
     (tmp_path / "a.tsv").write_text("_id\tbody\n1\tx\n")
