@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -99,6 +100,21 @@ def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[d
             for n, text in enumerate(pages, start=1) if text]
 
 
+#: A PDF title that names no document: a file name or address a program wrote for want of one (Chromium's "Save as
+#: PDF" of a page without a <title> writes "report.html", Word "Microsoft Word - report.docx"), or "Untitled".
+_NO_TITLE = re.compile(r"(?i)^(?:untitled(?:[ _-]*(?:\d+|document))?|microsoft (?:word|powerpoint|excel) - .*"
+                       r"|[a-z][a-z0-9+.-]*://\S*|.*\.(?:html?|xhtml|php|aspx?|pdf|docx?|odt|rtf|txt|md|tex|pptx?|odp"
+                       r"|xlsx?|ods|pages|key|indd|qxd|ps|dvi))$")
+
+
+def own_title(title: Any) -> str | None:
+    """A PDF's metadata title, stripped, or None where it has none or only a file name, address or "Untitled" (the
+    reader then takes the file's own name: "Marie Curie", not "Marie Curie.html", cited in every answer)."""
+    if not isinstance(title, str) or not title.strip() or _NO_TITLE.match(title.strip()):
+        return None
+    return title.strip()
+
+
 class TooManyPages(SourceError):
     """A PDF with more pages than one read may take; ``pages``: how many it has, so that a client (the web UI) can
     send it again in parts (the service's ``first_page``)."""
@@ -110,9 +126,9 @@ class TooManyPages(SourceError):
 
 def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages: int | None = None,
              first_page: int | None = None) -> tuple[str | None, list[str]]:
-    """The title (from the PDF's metadata, if any) and each page's text (stripped; "" without a text layer) of
-    ``source``, a path or a binary stream; a file pypdf cannot read, or one encrypted with a user password (one
-    with an owner password alone is read, as viewers open it), is a ``SourceError`` naming it. Without
+    """The title (from the PDF's metadata, if any: ``own_title``) and each page's text (stripped; "" without a text
+    layer) of ``source``, a path or a binary stream; a file pypdf cannot read, or one encrypted with a user password
+    (one with an owner password alone is read, as viewers open it), is a ``SourceError`` naming it. Without
     ``first_page``, a file of more than ``max_pages`` pages (counted before any is read) is a ``TooManyPages``;
     with it, the pages from ``first_page`` (1-based), at most ``max_pages`` of them, are read: a part of a long
     PDF, as a client sends one in several requests."""
@@ -140,8 +156,7 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages:
         start = (first_page or 1) - 1
         pages = reader.pages[start:start + max_pages if max_pages is not None else count]
         title = (reader.metadata.title if reader.metadata else None) or None
-        return (title.strip() if isinstance(title, str) and title.strip() else None,
-                [(page.extract_text() or "").strip() for page in pages])
+        return (own_title(title), [(page.extract_text() or "").strip() for page in pages])
     except (PyPdfError, ValueError, KeyError, OSError) as err:
         # the reader's own words, without its exception's class name (``PdfStreamError: ...`` read as a program's
         # fault to whoever uploaded the file); a KeyError's is a bare key, which says nothing

@@ -89,3 +89,15 @@ def test_files_of_one_name_in_two_folders_are_named_by_their_path_from_the_globs
     assert (alone.column("docno").to_pylist(), alone.column("path").to_pylist()) == (["report-p1"], ["report.pdf"])
     folder = create("sources.pdf", {"path": str(root / "b")})(pa.table({}))  # a folder: its own files
     assert folder.column("docno").to_pylist() == ["report-p1"]
+
+
+@pytest.mark.parametrize("title", ["Marie Curie.html", "Microsoft Word - Document1", "Untitled", "report.DOCX",
+                                   "file:///home/ana/Marie%20Curie.html"])
+def test_a_title_that_is_a_file_name_gives_way_to_the_files_own(tmp_path, pdf_writer, title):
+    """Chromium's "Save as PDF" of a page without a <title> writes its file name as the PDF's title, and Word its
+    window's: every hit and every cited source of such a PDF was headed "Marie Curie.html". The file's name is taken
+    instead, as for a PDF without a title; a real title stays."""
+    pdf_writer(tmp_path / "Marie Curie.pdf", ["Marie Curie shared the 1903 Nobel Prize in Physics."], title=title)
+    pdf_writer(tmp_path / "jazz.pdf", ["Jazz began in New Orleans."], title="Jazz report")
+    out = create("sources.files", {"path": str(tmp_path)})(pa.table({}))
+    assert out.column("title").to_pylist() == ["Marie Curie", "Jazz report"]
