@@ -41,7 +41,8 @@ class Decoded(NamedTuple):
 def decode_guessing(content: bytes, name: str, *, op: Any = None, encoding: str | None = None) -> Decoded:
     """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
     guessed for it (``encoding.FileDecoder``: a warning names the file). Bytes it cannot read are a
-    ``SourceError`` naming the file and the first bad byte."""
+    ``SourceError`` naming the file and the first bad byte (from 1, as the warnings count), or a NUL byte where there
+    is one: a binary file under a text file's name, for which an encoding is no help."""
     bom = 0
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
         bom = len(codecs.BOM_UTF8) if content.startswith(codecs.BOM_UTF8) else 0
@@ -54,9 +55,13 @@ def decode_guessing(content: bytes, name: str, *, op: Any = None, encoding: str 
         stray = None if decoder.stray is None else (decoder.stray[0] + bom, decoder.stray[1])  # offset in the file
         return Decoded(text, decoder.guessed, stray)
     except UnicodeDecodeError as err:
+        where = {"op": getattr(op, "name", None), "step": getattr(op, "step_id", None)}
+        if (nul := content.find(b"\0")) >= 0:  # no text file holds one (UTF-16's are read above): an image, an archive
+            raise SourceError(f"'{name}' holds binary data, not text (a NUL byte at byte {nul + 1 + bom}, as in an "
+                              "image or an archive)", **where) from None
         hint = "save it as UTF-8" if op is None else "give its encoding (tessera ingest --encoding) or save it as UTF-8"
-        raise SourceError(f"'{name}' is not {shown(encoding)} text ({err.reason}, at byte {err.start}); {hint}",
-                          op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from None
+        raise SourceError(f"'{name}' is not {shown(encoding)} text ({err.reason}, at byte {err.start + 1 + bom}); "
+                          f"{hint}", **where) from None
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def test_titles_from_the_first_heading_else_the_file_name():
 
 @pytest.mark.parametrize("name,content,words", [
     ("binary.txt", bytes(range(128, 256)), "files: 'binary.txt' is not UTF-8 text (invalid start byte, and no other "
-     "encoding could be guessed, at byte 0); save it as UTF-8"),
+     "encoding could be guessed, at byte 1); save it as UTF-8"),
     ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown, HTML or CSV file (.pdf, .txt, "
      ".md, .markdown, .html, .htm, .csv)"),
     ("blank.html", b"<html><head><title>Blank</title><script>go()</script></head><body> </body></html>",

@@ -95,9 +95,29 @@ def test_a_file_that_is_not_in_the_encoding_given_is_an_error_naming_it_and_the_
     (docs / "latin1.txt").write_bytes("caf\u00e9 au lait".encode("latin-1"))
     op = create("sources.files", {"path": str(docs), "encoding": "utf-8"})  # given: no other one is guessed
     splits = op.splits()
-    with pytest.raises(SourceError, match=r"'latin1.txt' is not UTF-8 text \(invalid continuation byte, at byte 3\)"):
+    with pytest.raises(SourceError, match=r"'latin1.txt' is not UTF-8 text \(invalid continuation byte, at byte 4\)"):
         list(op.read(next(s for s in splits if s.endswith("latin1.txt"))))
     assert sum(t.num_rows for s in splits if not s.endswith("latin1.txt") for t in op.read(s)) == 5
+
+
+def test_an_image_named_as_a_text_file_is_said_to_be_binary_not_to_want_an_encoding(docs):
+    """A PNG saved as ``photo.txt`` failed as "not UTF-8 text (invalid start byte, ..., at byte 0); give its encoding
+    (tessera ingest --encoding)": no encoding helps, and the byte was counted from 0 where the warnings count from 1."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+    (docs / "photo.txt").write_bytes(png)
+    op = create("sources.files", {"path": str(docs)})
+    split = next(s for s in op.splits() if s.endswith("photo.txt"))
+    with pytest.raises(SourceError) as err:
+        list(op.read(split))
+    assert err.value.message == ("'photo.txt' holds binary data, not text (a NUL byte at byte 9, as in an image or an "
+                                 "archive)")
 
 
 def test_what_it_cannot_read_is_refused_naming_the_path(tmp_path):
