@@ -114,6 +114,7 @@ def _open(path: str):
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from flows.ingestion.pending import describe as describe_ingestion
+    from flows.ingestion.pending import describe_source, ingested
     from flows.ingestion.pending import unfinished as unfinished_ingestions
     from operators.store.layout import stored_format
 
@@ -126,7 +127,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**manifest.model_dump(mode="json"), "stored_format": on_disk, "path": str(index.path),
                     "counts": index.counts(), "damaged": damaged, "uncommitted": uncommitted,
-                    "unfinished_ingestions": unfinished})
+                    "unfinished_ingestions": unfinished, "sources": ingested(index.path)})
         return _damaged(index, damaged)
     s = manifest.settings
     counts = index.counts()
@@ -148,6 +149,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
             if shard.dense else ""
         problem = f"  DAMAGED: {damaged[shard.id]}" if shard.id in damaged else ""
         print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}{problem}")
+    for source in ingested(index.path):  # where a hit's relative path (science/curie.pdf) is to be opened from
+        print(f"  {describe_source(source)}")
     if uncommitted:
         print(f"  {len(uncommitted)} folder(s) in shards/ that no commit records (superseded by a compaction, or "
               f"their writers died or are about to commit; a compaction removes them after an hour, the next write "

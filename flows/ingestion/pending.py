@@ -77,6 +77,35 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     return found
 
 
+def ingested(index_path: str | Path) -> list[dict[str, Any]]:
+    """One record per source staged into the index (``tessera index info``): ``source_key``, ``op``, ``source`` (its
+    path, folder or glob), ``shards`` and ``docs`` as its staging planned them, and ``paths_from``: for a source of
+    files (PDF, text, Markdown, HTML) the folder its documents' ``path`` is relative to, the one place that names
+    it (a hit's ``path`` is ``science/curie.pdf``); else None."""
+    from operators.sources.paths import path_root
+
+    found = []
+    for folder in staged_sources(index_path):
+        state = read_json_or_none(folder / STATE_FILE)
+        if not state:
+            continue
+        params = state.get("params") or {}
+        source = params.get("path") or params.get("folder")
+        shards = state.get("shards") or []
+        files = state.get("source") in ("sources.files", "sources.pdf") and isinstance(source, str)
+        found.append({"source_key": folder.name, "op": state.get("source"), "source": source, "shards": len(shards),
+                      "docs": sum(s.get("docs") or 0 for s in shards),
+                      "paths_from": str(path_root(source)) if files else None})
+    return found
+
+
+def describe_source(record: dict[str, Any]) -> str:
+    """One line for a person: a source, its documents, and where their ``path`` starts."""
+    where = f"; a document's path is from {record['paths_from']}" if record["paths_from"] else ""
+    return (f"source {record['source'] or record['source_key']} ({record['op']}): {record['docs']} document(s) in "
+            f"{record['shards']} shard(s){where}")
+
+
 def resume_command(index_path: str | Path, key: str) -> str | None:
     """The command that resumes the source staged under ``key`` with the params of its finished shards, or None
     when it has nothing left to do."""

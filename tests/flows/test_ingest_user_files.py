@@ -251,3 +251,32 @@ def test_a_french_jsonl_line_is_read_as_windows_1252_not_baltic():
     text = '{"_id": "l1", "title": "Français", "text": "très bien café crème brûlée déjà vu"}\n'
     sample = text.encode("latin-1")
     assert guess_encoding(sample, lines=True) == "cp1252" and sample.decode("cp1252") == text
+
+
+def test_index_info_names_each_source_and_the_folder_a_documents_path_is_from(tmp_path, monkeypatch, capsys):
+    """A hit of a folder of files gives its ``path`` from the folder (``science/curie.md``), and nothing said which
+    folder that was: ``tessera index info`` listed shards alone. It now names each source, its documents, and for
+    files the folder their paths start from, absolute where the source was given relative; after a sync, the
+    documents the source still has."""
+    from flows.commands import main
+
+    notes = tmp_path / "notes"
+    (notes / "science").mkdir(parents=True)
+    (notes / "kea.md").write_text("# Kea\n\nKea are alpine parrots.\n")
+    (notes / "science" / "curie.md").write_text("# Curie\n\nShe shared the 1903 Nobel Prize in Physics.\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert main(["ingest", "--source", "notes/**/*", "--index", "idx", "--no-dense", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", "idx", "--json"]) == 0
+    [source] = json.loads(capsys.readouterr().out)["sources"]
+    assert {k: v for k, v in source.items() if k != "source_key"} == {
+        "op": "sources.files", "source": str(notes / "**" / "*"), "shards": 1, "docs": 2, "paths_from": str(notes)}
+    hit = Index.open(tmp_path / "home" / "indices" / "idx").search_bm25(["Nobel"], k=1)[0].docnos[0]
+    assert (notes / Index.open(tmp_path / "home" / "indices" / "idx").documents([hit]).to_pylist()[0]["path"]).exists()
+    (notes / "kea.md").unlink()
+    assert main(["ingest", "--source", "notes/**/*", "--index", "idx", "--no-dense", "--quiet", "--sync"]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", "idx"]) == 0
+    assert (f"  source {notes}/**/* (sources.files): 1 document(s) in 1 shard(s); a document's path is from {notes}"
+            in capsys.readouterr().out.splitlines())
