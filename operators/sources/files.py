@@ -26,6 +26,15 @@ log = logging.getLogger("tessera.sources")
 SUFFIXES = (".pdf", *TEXT_KINDS)
 
 
+#: Files of records, which other sources read (``sources.csv``, ``sources.jsonl``, ``sources.parquet``).
+RECORD_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet",
+                   ".pq")
+
+
+def _suffix(path: Path) -> str:
+    return next(s for s in RECORD_SUFFIXES if path.name.lower().endswith(s))
+
+
 def is_document_file(name: str | Path) -> bool:
     return Path(name).suffix.lower() in SUFFIXES
 
@@ -84,15 +93,21 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
                                   f"({', '.join(SUFFIXES)})", op=self.name, step=self.step_id, field="params.path")
             return [file]
         readable = [p for p in found if is_document_file(p)]
-        others = [p for p in found if not is_document_file(p)]
+        records = [p for p in found if p.name.lower().endswith(RECORD_SUFFIXES)]
+        others = [p for p in found if not is_document_file(p) and p not in records]
         if not readable:
             below = (f"; its {len(folders)} subfolder(s) are not read (a glob reads them too: "
                      f"'{subfolder_glob(self.params.path)}')" if folders else "")
             raise SourceNotFoundError(f"'{self.params.path}' holds no document file ({', '.join(SUFFIXES)}) among "
                                       f"its {len(found)} file(s){below}", op=self.name, step=self.step_id,
                                       field="params.path")
-        if (others or folders) and not getattr(self, "_warned", False):
+        if (others or folders or records) and not getattr(self, "_warned", False):
             self._warned = True
+            if records:  # "of a kind no reader takes" they were said to be: their readers are other sources
+                shown = ", ".join(relative_name(p, self.params.path) for p in records[:10])
+                log.warning("%s: %d file(s) of records not read with the documents: %s%s (ingest them as a source of "
+                            "their own, a glob of them: '%s')", self.params.path, len(records), shown,
+                            ", ..." if len(records) > 10 else "", records[0].parent / f"*{_suffix(records[0])}")
             if others:
                 shown = ", ".join(relative_name(p, self.params.path) for p in others[:10])
                 log.warning("%s: %d file(s) not read, of a kind no reader takes: %s%s (read: %s)", self.params.path,

@@ -120,6 +120,20 @@ def test_an_image_named_as_a_text_file_is_said_to_be_binary_not_to_want_an_encod
                                  "archive)")
 
 
+def test_record_files_among_the_documents_are_named_with_the_glob_that_reads_them(docs, caplog):
+    """A CSV export in a folder of notes read by ``notes/*`` was named among files "of a kind no reader takes", where
+    sources.csv reads it: it is named apart, with the glob of its kind that ingests it."""
+    (docs / "people.csv").write_text("_id,text\np1,Einstein\n")
+    (docs / "places.jsonl").write_text('{"_id": "x", "text": "Everest"}\n')
+    caplog.set_level(logging.WARNING, logger="tessera.sources")
+    out = create("sources.files", {"path": str(docs / "*")})(pa.table({}))
+    assert "people.csv" not in out.column("path").to_pylist()
+    assert caplog.messages[0] == (f"{docs}/*: 2 file(s) of records not read with the documents: people.csv, "
+                                  "places.jsonl (ingest them as a source of their own, a glob of them: "
+                                  f"'{docs}/*.csv')")
+    assert "people.csv" not in caplog.messages[1] and "photo.png" in caplog.messages[1]
+
+
 def test_what_it_cannot_read_is_refused_naming_the_path(tmp_path):
     (tmp_path / "data.json").write_text("{}")
     (tmp_path / "empty").mkdir()
