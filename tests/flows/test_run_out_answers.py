@@ -77,8 +77,8 @@ def test_the_line_saying_where_the_answers_went_has_the_right_possessive(fault_m
 
 
 def test_a_query_that_found_nothing_has_its_line_too(fault_models, tmp_path, run_cli):
-    """A question retrieval found nothing for reached no answer step and had no line, though the file promises one
-    a query (and tessera chat says of it that no answer could be written)."""
+    """A question retrieval found nothing for had no line, though the file promises one a query; it has its line,
+    with generate.answer's decline (no model call) since the answer step declares one for a query it never saw."""
     queries = tmp_path / "q.txt"
     queries.write_text("zzzzqqq xyxyxy\nwhat do bees make honey from\n", encoding="utf-8")
     out = tmp_path / "results.parquet"
@@ -86,5 +86,6 @@ def test_a_query_that_found_nothing_has_its_line_too(fault_models, tmp_path, run
                               "--no-cache")
     assert status == 0, printed
     lines = [json.loads(line) for line in (tmp_path / "results.queries.jsonl").read_text().splitlines()]
-    assert lines[0] == {"qid": "1", "query": "zzzzqqq xyxyxy"}
+    assert lines[0]["qid"] == "1" and lines[0]["query"] == "zzzzqqq xyxyxy"  # declined without the model:
+    assert lines[0]["documents"] == 0 and lines[0]["abstained"] is True and lines[0]["sources"] == []
     assert lines[1]["qid"] == "2" and lines[1]["answer"] == "Honey bees make honey [1]."
