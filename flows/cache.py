@@ -15,6 +15,7 @@ size and last use, so ``prune`` (``flows.cache_prune``) can evict the least rece
 The directory carries a marker file (``MARKER``), and ``clear`` deletes only what the
 cache wrote, in a directory that has the marker: pointed at any other folder it
 refuses, so a mistyped ``--cache-dir`` cannot delete someone's work (``flows.cache_folder``).
+The database's connections, and the refusals of a folder that cannot hold one, are ``flows.cache_database``'s.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from flows.cache_code import module_digests
-from flows.cache_folder import (MARKER, holds_other_files, is_cache_dir, later_layout, reading_connection,
-                                remove_cache_files, write_marker)
+from flows.cache_database import SCHEMA, CacheDatabase
+from flows.cache_folder import MARKER, is_cache_dir, later_layout, remove_cache_files
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
@@ -47,29 +48,6 @@ __all__ = ["CacheError", "CachedUnit", "StepCache", "TOUCH_EVERY_S", "row_unit_k
 
 #: A hit marks its file used at most this often (seconds): last-use times for ``prune``, not a write per lookup.
 TOUCH_EVERY_S = 60.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS units (
-    key BLOB PRIMARY KEY,
-    file TEXT,
-    start INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    meta TEXT
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS steps (
-    flow TEXT NOT NULL,
-    step TEXT NOT NULL,
-    step_key TEXT NOT NULL,
-    explain TEXT NOT NULL,
-    updated REAL NOT NULL,
-    PRIMARY KEY (flow, step)
-);
-CREATE TABLE IF NOT EXISTS files (
-    file TEXT PRIMARY KEY,
-    bytes INTEGER NOT NULL,
-    used REAL NOT NULL
-);
-"""
 
 
 @dataclass
@@ -89,7 +67,7 @@ def disk_refused(err: sqlite3.Error) -> bool:
     return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
 
 
-class StepCache:
+class StepCache(CacheDatabase):
     """A persistent, multi-process cache of step outputs by unit key."""
 
     def __init__(self, root: str | Path | None = None):
@@ -108,79 +86,6 @@ class StepCache:
         nothing): ``StepCache('/home/me/.tessera/cache')``, with ``: not created yet`` before the first run."""
         made = (self.root / "index.sqlite").is_file()
         return f"StepCache({str(self.root)!r}{'' if made else ': not created yet'})"
-
-    # -- connection -----------------------------------------------------------
-
-    def check(self) -> None:
-        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything)."""
-        self._conn()
-
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection; opened again in a new process, or when the database file was replaced
-        (``tessera cache clear`` by another process while this one holds the cache)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid() or self._database_id() != self._local.db:
-            if conn is not None:
-                conn.close()
-            conn = self._open()
-            self._local.conn, self._local.pid, self._local.db = conn, os.getpid(), self._database_id()
-        return conn
-
-    def _database_id(self) -> tuple[int, int] | None:
-        with contextlib.suppress(OSError):
-            stat = (self.root / "index.sqlite").stat()
-            return stat.st_dev, stat.st_ino
-        return None
-
-    def _open(self) -> sqlite3.Connection:
-        with self._said_of_home():
-            return self._open_database()
-
-    @contextlib.contextmanager
-    def _said_of_home(self) -> Iterator[None]:
-        """A ``CacheError`` that, for the default cache, names $TESSERA_HOME (where the path came from) and the ways
-        around it: every command that opens the step cache reports it the same way."""
-        from flows.store import default_cache_dir
-        from operators.home import tessera_home
-
-        try:
-            yield
-        except CacheError as err:
-            if self.root != default_cache_dir():
-                raise
-            raise CacheError(f"the default step cache {self.root} ($TESSERA_HOME/cache, TESSERA_HOME="
-                             f"{tessera_home()}) cannot be used: {err.message}; set TESSERA_HOME to a folder you "
-                             "can write, or pass --cache-dir DIR or --no-cache", field="cache_dir") from None
-
-    def _refuse_later_layout(self) -> None:
-        """A ``CacheError`` naming the folder where a later release wrote this cache (``later_layout``)."""
-        if refused := later_layout(self.root):
-            raise CacheError(f"cache directory {self.root}: {refused}", field="cache_dir")
-
-    def _open_database(self) -> sqlite3.Connection:
-        root = self.root
-        blocking = next((p for p in (root / "data", root, *root.parents) if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
-        fresh = not (root / "index.sqlite").exists()
-        if fresh and root.is_dir() and holds_other_files(root) and not (root / MARKER).is_file():
-            raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
-                             "new folder", field="cache_dir")
-        self._refuse_later_layout()
-        try:
-            (root / "data").mkdir(parents=True, exist_ok=True)
-            write_marker(root)
-            conn = sqlite3.connect(root / "index.sqlite", timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as err:
-            raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
-                             "give another --cache-dir", field="cache_dir") from None
-        except OSError as err:
-            where = f"{err.filename}: " if err.filename else ""
-            raise CacheError(f"cache directory {root}: {where}{err.strerror or err}", field="cache_dir") from None
-        return conn
 
     # -- units ----------------------------------------------------------------
 
@@ -326,29 +231,6 @@ class StepCache:
             rows = [] if conn is None else conn.execute(query + " ORDER BY updated", args).fetchall()
         return [{"step": s, **json.loads(e)} for s, e in rows]
 
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection | None]:
-        """A connection that only reads the database, for what only reads it (``summary``, ``explain``: tessera cache
-        info and explain), closed after; None where there is no database yet. Opening it as a run does would add
-        this release's tables to an older release's cache and switch its journal, where reading promises to
-        change nothing (docs/compatibility.md)."""
-        self._refuse_later_layout()
-        database = (self.root / "index.sqlite").absolute()
-        if not database.is_file():
-            yield None
-            return
-        conn = reading_connection(database)
-        try:
-            conn.execute("PRAGMA query_only = ON")
-            yield conn
-        except sqlite3.DatabaseError as err:
-            if isinstance(err, sqlite3.OperationalError) and "no such table" not in str(err):
-                raise  # a lock held too long, a disk error: not the file's fault
-            raise CacheError(f"{database} is not a step cache database ({err}): move it away, or give another "
-                             "--cache-dir", field="cache_dir") from None
-        finally:
-            conn.close()
-
     def summary(self) -> dict[str, Any] | None:
         """What the cache holds (``flows.cache_prune.summary``); None where no cache is (a run makes it). A folder
         that is not a step cache is refused with a ``CacheError``, as ``prune`` refuses it."""
@@ -360,7 +242,7 @@ class StepCache:
             raise CacheError(f"{self.root} is not a Tessera step cache (no {MARKER})", field="cache_dir")
         with self._said_of_home(), self._reading() as conn, contextlib.closing(sqlite3.connect(":memory:")) as empty:
             if conn is None:  # the marker alone: nothing stored yet
-                empty.executescript(_SCHEMA)
+                empty.executescript(SCHEMA)
             return summary(conn or empty, self.root / "data")
 
     def prune(self, *, max_bytes: int | str | None = None, older_than_s: float | None = None) -> dict[str, int]:
@@ -376,13 +258,6 @@ class StepCache:
             raise CacheError(f"refusing to prune {self.root}: it is not a Tessera step cache (no {MARKER})",
                              field="cache_dir")
         return prune(self._conn(), self.root / "data", max_bytes=max_bytes, older_than_s=older_than_s)
-
-    def close(self) -> None:
-        """Close this thread's database connection (the next use opens it again)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-        self._local.conn = None
 
     def clear(self) -> bool:
         """Delete what the cache wrote (never another file, never through a link); False if there was

@@ -1,0 +1,147 @@
+"""The step cache's database: where its connections come from, and how a folder that cannot hold one is said.
+
+Why apart from ``flows.cache``: opening the database (one connection per thread and process, opened again when
+``tessera cache clear`` replaced the file; a read-only one for what only reads) and refusing a folder that is not a
+step cache are one job, the units and explanations stored in it another. ``StepCache`` inherits ``CacheDatabase``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+from typing import Iterator
+
+from flows.cache_folder import MARKER, holds_other_files, later_layout, reading_connection, write_marker
+from operators.errors import CacheError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS units (
+    key BLOB PRIMARY KEY,
+    file TEXT,
+    start INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    meta TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS steps (
+    flow TEXT NOT NULL,
+    step TEXT NOT NULL,
+    step_key TEXT NOT NULL,
+    explain TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (flow, step)
+);
+CREATE TABLE IF NOT EXISTS files (
+    file TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    used REAL NOT NULL
+);
+"""
+
+
+class CacheDatabase:
+    """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root`` and ``_local``)."""
+
+    root: Path
+
+    def check(self) -> None:
+        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything)."""
+        self._conn()
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection; opened again in a new process, or when the database file was replaced
+        (``tessera cache clear`` by another process while this one holds the cache)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid() or self._database_id() != self._local.db:
+            if conn is not None:
+                conn.close()
+            conn = self._open()
+            self._local.conn, self._local.pid, self._local.db = conn, os.getpid(), self._database_id()
+        return conn
+
+    def _database_id(self) -> tuple[int, int] | None:
+        with contextlib.suppress(OSError):
+            stat = (self.root / "index.sqlite").stat()
+            return stat.st_dev, stat.st_ino
+        return None
+
+    def _open(self) -> sqlite3.Connection:
+        with self._said_of_home():
+            return self._open_database()
+
+    @contextlib.contextmanager
+    def _said_of_home(self) -> Iterator[None]:
+        """A ``CacheError`` that, for the default cache, names $TESSERA_HOME (where the path came from) and the ways
+        around it: every command that opens the step cache reports it the same way."""
+        from flows.store import default_cache_dir
+        from operators.home import tessera_home
+
+        try:
+            yield
+        except CacheError as err:
+            if self.root != default_cache_dir():
+                raise
+            raise CacheError(f"the default step cache {self.root} ($TESSERA_HOME/cache, TESSERA_HOME="
+                             f"{tessera_home()}) cannot be used: {err.message}; set TESSERA_HOME to a folder you "
+                             "can write, or pass --cache-dir DIR or --no-cache", field="cache_dir") from None
+
+    def _refuse_later_layout(self) -> None:
+        """A ``CacheError`` naming the folder where a later release wrote this cache (``later_layout``)."""
+        if refused := later_layout(self.root):
+            raise CacheError(f"cache directory {self.root}: {refused}", field="cache_dir")
+
+    def _open_database(self) -> sqlite3.Connection:
+        root = self.root
+        blocking = next((p for p in (root / "data", root, *root.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
+        fresh = not (root / "index.sqlite").exists()
+        if fresh and root.is_dir() and holds_other_files(root) and not (root / MARKER).is_file():
+            raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
+                             "new folder", field="cache_dir")
+        self._refuse_later_layout()
+        try:
+            (root / "data").mkdir(parents=True, exist_ok=True)
+            write_marker(root)
+            conn = sqlite3.connect(root / "index.sqlite", timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as err:
+            raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
+                             "give another --cache-dir", field="cache_dir") from None
+        except OSError as err:
+            where = f"{err.filename}: " if err.filename else ""
+            raise CacheError(f"cache directory {root}: {where}{err.strerror or err}", field="cache_dir") from None
+        return conn
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection | None]:
+        """A connection that only reads the database, for what only reads it (``summary``, ``explain``: tessera cache
+        info and explain), closed after; None where there is no database yet. Opening it as a run does would add
+        this release's tables to an older release's cache and switch its journal, where reading promises to
+        change nothing (docs/compatibility.md)."""
+        self._refuse_later_layout()
+        database = (self.root / "index.sqlite").absolute()
+        if not database.is_file():
+            yield None
+            return
+        conn = reading_connection(database)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            yield conn
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError) and "no such table" not in str(err):
+                raise  # a lock held too long, a disk error: not the file's fault
+            raise CacheError(f"{database} is not a step cache database ({err}): move it away, or give another "
+                             "--cache-dir", field="cache_dir") from None
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Close this thread's database connection (the next use opens it again)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
