@@ -25,9 +25,8 @@ from flows.ingestion.errors import SourceChangedError
 from flows.ingestion.file_order import files_read_order, recorded_here, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.reading import iter_documents
-from flows.ingestion.staging import (
-    READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, keyed_as, source_params, staging_dir,
-)
+from flows.ingestion.staged_files import READ_ONLY_PARAMS, keyed_as, source_params, staging_dir
+from flows.ingestion.staging import STAGING_DIR, STATE_FILE
 from operators.base import Source
 from operators.tables import concat
 

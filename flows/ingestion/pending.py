@@ -156,7 +156,7 @@ def _source_resumes(settings, key: str, source: str, job: dict | None) -> bool:
     """Whether ``tessera ingest --source SOURCE`` (the default spec) reads the staged source (its key) and
     chunks, enriches and embeds as the run did (what ``job.json`` holds, compared as the run compares it)."""
     from flows.ingestion.plan import DEFAULT_SPEC, build_plan, embed_params
-    from flows.ingestion.staging import source_key
+    from flows.ingestion.staged_files import source_key
     from operators.errors import TesseraError
 
     no_chunk = job is not None and job.get("chunk") is None

@@ -65,7 +65,7 @@ def superseded(index: Any, folder: Path, pending: list[str]) -> bool:
     another source's commits (the file at another path ingested with ``--replace``, ``tessera index update``):
     nothing of it is left to add, so it is no longer an unfinished ingestion. Documents that were live before the
     refusal (what it refused) do not count: those shards are older than the record."""
-    from flows.ingestion.staging import staged_ids
+    from flows.ingestion.staged_files import staged_ids
 
     try:
         since = (folder / REFUSED_FILE).stat().st_mtime
@@ -123,7 +123,7 @@ def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_key: str,
     embed that shard, nor any after it). Live passages in the source's own shards (staging key ``own_key``: another
     ingest of it committed them) and of the ``leaving`` ids (the first commit deletes them) do not count, as at the
     commit (``other_sources``)."""
-    from flows.ingestion.staging import staged_ids
+    from flows.ingestion.staged_files import staged_ids
 
     live = index.live_doc_ids(other_sources(own_key)) - leaving
     if not live:

@@ -144,7 +144,7 @@ def _vector_params(embed: dict[str, Any], encoder: str) -> tuple:
 def replaced_ids(paths: Iterable[Path]) -> set[str]:
     """The ids of the documents in staged shard files (``--replace``: those the run replaces, where the index has
     them); a file another ingest of the source finished and deleted meanwhile has none left to embed."""
-    from flows.ingestion.staging import staged_ids
+    from flows.ingestion.staged_files import staged_ids
 
     ids: set[str] = set()
     for path in paths:

@@ -26,7 +26,7 @@ from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, finished_shards
-from flows.ingestion.staging import read_staged
+from flows.ingestion.staged_files import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 

@@ -23,15 +23,15 @@ since. Ids repeated within the source: ``flows.ingestion.duplicates``.
 A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes a ledger entry
 naming its file and line instead of an error that stops the run (``flows.ingestion.records``), and is logged as a
 warning (the first ``LOGGED_FAILURES``; repeated ids in one line per file).
+
+The source's key, its staging folder and its staged files' names are ``flows.ingestion.staged_files``'s.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,6 +48,9 @@ from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import ReadCount, Said, iter_documents, log_failure, log_notes, log_rest
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
 from flows.ingestion.staged_whole import staged_whole
+# keyed_as, READ_ONLY_PARAMS, staged_ids and the rest re-exported: they lived here before ``staged_files``
+from flows.ingestion.staged_files import (READ_ONLY_PARAMS, docs_file, failures_file, keyed_as,  # noqa: F401
+                                          read_staged, source_key, source_params, staged_ids, staging_dir)
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
@@ -57,18 +60,6 @@ from operators.tables import concat
 log = logging.getLogger("tessera.ingest")
 #: Documents per shard of a source ingested for the first time (a source ingested before keeps its own).
 DEFAULT_SHARD_SIZE = 5000
-
-#: Params that change how a source is read, not which documents it yields (``moved`` too compares sources without).
-READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
-#: Sources keyed as another that reads the same params the same way: ``sources.files`` reads a PDF as ``sources.pdf``
-#: does, and ``tessera ingest`` reads a folder of PDFs with ``sources.pdf`` until a text file is added to it
-#: (``plan._folder_read``); keyed alike, the folder's PDFs stay its finished shards and the new file is appended.
-_SAME_KEY = {"sources.files": "sources.pdf"}
-
-
-def keyed_as(source: str) -> str:
-    """The source name a staging key is made from (``_SAME_KEY``)."""
-    return _SAME_KEY.get(source, source)
 
 
 @dataclass
@@ -87,23 +78,6 @@ class StagedShard:
                 "read_failures": self.read_failures, "meta": self.meta}
 
 
-def source_params(op: Source) -> dict[str, Any]:
-    """The read step's params, paths made absolute (a key, and ``moved``'s match, must not depend on the cwd)."""
-    params = op.params.model_dump(mode="json")
-    if params.get("encoding", "") is None:  # added later: unset, it keys a source as before (its staged shards)
-        del params["encoding"]
-    for name in ("path", "folder"):
-        if isinstance(params.get(name), str) and "://" not in params[name]:
-            params[name] = os.path.abspath(os.path.expanduser(params[name]))
-    return params
-
-
-def source_key(op: Source) -> str:
-    params = {k: v for k, v in source_params(op).items() if k not in READ_ONLY_PARAMS}
-    payload = json.dumps({"op": keyed_as(op.name), "params": params}, sort_keys=True)
-    return hashlib.sha1(payload.encode()).hexdigest()[:8]
-
-
 def _fingerprint(files: list[Path] | None) -> list[list[Any]] | None:
     """Size and modification time of each file the source reads (``source_files``); None if it reads no files."""
     if files is None:
@@ -116,37 +90,6 @@ class _Open:
     tables: list[pa.Table] = field(default_factory=list)
     rows: int = 0
     failures: list[Failure] = field(default_factory=list)
-
-
-def staging_dir(op: Source, index_path: str | Path, key: str | None = None) -> Path:
-    """Where an ingestion of the source ``op`` into ``index_path`` stages its shards until they are committed
-    (under ``key`` when given: a moved source's earlier key)."""
-    return Path(index_path) / STAGING_DIR / (key or source_key(op))
-
-
-def _docs_file(folder: Path, shard: str) -> Path:
-    return folder / f"{shard}.parquet"
-
-
-def _failures_file(folder: Path, shard: str) -> Path:
-    return folder / f"{shard}.failures.json"
-
-
-def read_staged(folder: str | Path, shard: str) -> tuple[pa.Table, list[Failure]]:
-    """A shard staged in ``folder``: its documents and its unreadable records. The driver (``Stager.load``) and the
-    Ray workers (``ShardJob.staged``, which have no ``Stager``) both read it here. ``FileNotFoundError`` when its
-    documents are gone (the run that finished it deleted them)."""
-    folder = Path(folder)
-    docs = pq.read_table(_docs_file(folder, shard))
-    path = _failures_file(folder, shard)
-    failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
-    return docs, failures
-
-
-def staged_ids(path: Path) -> list[str]:
-    """The ids of a staged shard file's documents, in order; ``FileNotFoundError`` when it is gone (the run that
-    finished the shard deleted it)."""
-    return [str(d) for d in pq.read_table(path, columns=["docno"]).column("docno").to_pylist()]
 
 
 #: What to do about records left out, in a Python caller's words (tessera ingest says --retry-failed; tessera
@@ -192,10 +135,10 @@ class Stager:
         self.reused = False  # stage() took the shards staged before, the source unchanged (not read again)
 
     def docs_path(self, shard: str) -> Path:
-        return _docs_file(self.dir, shard)
+        return docs_file(self.dir, shard)
 
     def failures_path(self, shard: str) -> Path:
-        return _failures_file(self.dir, shard)
+        return failures_file(self.dir, shard)
 
     def shard_id(self, index: int) -> str:
         return self.generations.shard_id(self.key, index)
