@@ -147,6 +147,13 @@ class ChatRequest(BaseModel):
     modalities: list[str] | None = Field(None, description="Only [\"text\"]: the answer is text.")
     audio: Any = Field(None, description="Refused when given: the answer is text, never audio.")
 
+    @field_validator("stream", "n", mode="before")
+    @classmethod
+    def _null_is_the_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """OpenAI's API takes null for these as their default (its spec: "boolean or null", "integer or null"), and
+        the openai client sends ``n=None`` as null: it was a 422."""
+        return cls.model_fields[info.field_name].default if value is None else value
+
     @field_validator("messages")
     @classmethod
     def _text(cls, messages: list[ChatMessage]) -> list[ChatMessage]:

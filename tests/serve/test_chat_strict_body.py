@@ -128,6 +128,14 @@ def test_the_neutral_sampling_options_and_empty_logit_bias_pass_a_flow_s_checks(
     assert error["param"] == "messages" and "no user message" in error["message"], error
 
 
+def test_null_stream_and_n_are_their_defaults(client):
+    """OpenAI's spec types them "boolean or null" and "integer or null", and the openai client sends ``n=None`` as
+    null: each was a 422 ("stream: Input should be a valid boolean")."""
+    body = {"model": "rag", "messages": [{"role": "system", "content": "Be brief."}], "stream": None, "n": None}
+    error = refused(client, "/v1/chat/completions", body)  # past every option's check, to the question's
+    assert error["param"] == "messages" and "no user message" in error["message"], error
+
+
 def test_cohere_s_five_stop_sequences_reach_a_served_model():
     request = cohere_chat.CohereChatRequest(model="smollm2", messages=QUESTION, stop_sequences=["a"] * 5).openai()
     assert request.engine_body()["stop"] == ["a"] * 5  # OpenAI's bound of 4 is for OpenAI's body

@@ -112,6 +112,12 @@ def test_unknown_model_and_bad_field_are_openai_errors(client, serve_app):
     assert err.value.body["param"] == "response_format"
 
 
+def test_null_n_and_stream_from_the_openai_client_are_answered(client):
+    """``n=None`` and ``stream=None`` reach the service as null, which OpenAI's API reads as 1 and false: a 422."""
+    done = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=2, n=None, stream=None)
+    assert len(done.choices) == 1 and done.choices[0].message.content and done.object == "chat.completion"
+
+
 def test_a_conversation_longer_than_the_context_is_a_400_that_says_what_to_do(client):
     import openai
 
