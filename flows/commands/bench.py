@@ -89,7 +89,9 @@ def handle(args: argparse.Namespace) -> int:
     # (the finished flows' saved runs, the index shards committed); --no-cache would run every flow again.
     interrupts = StopOnInterrupt(typed_command(args, [args.dataset, args.out], without=("--no-cache",)),
                                  "run it again without --no-cache (which runs every flow anew)" if args.no_cache
-                                 else "run the same command again")
+                                 else "run the same command again",
+                                 "submit it again as a Ray job without --no-cache (which runs every flow anew)"
+                                 if args.no_cache else "submit the same Ray job again")
     # A remote --out resumes as a local one: its saved runs and default MLflow store are copied down first.
     kept = reads_back(cache=not args.no_cache, default_store=not args.no_mlflow and not args.mlflow_uri)
     try:

@@ -11,7 +11,9 @@ started goes with it, as it does when the process is killed. Both commands use t
 they stop alike. SIGTERM takes the same path (``_signals``): ``tessera: terminated (SIGTERM)``, status 143.
 Both give their command line as ``resume`` (``typed_command``): the line then says to run that command again,
 which resumes from the shards committed and, for a benchmark, the flows' saved runs (a Ctrl-C that said only
-"interrupted" left users unsure that it would).
+"interrupted" left users unsure that it would). In a Ray job (``ray job stop`` sends SIGTERM) the line says to submit
+the job again, without the folder: that was Ray's temporary copy of the working directory, which Ray deletes, and a
+job submitted again reads its relative paths where this one did.
 
 Python runs a signal handler between any two bytecodes of the main thread, and where that is a weakref callback or a
 ``__del__`` (importlib's module lock has one), the ``KeyboardInterrupt`` it raises is printed as "Exception ignored"
@@ -31,27 +33,32 @@ import threading
 
 from flows import uris
 from flows.commands._signals import stop_reason, stopped_status
+from flows.commands.job_paths import in_ray_job
 
 
 def typed_command(args: argparse.Namespace, paths: list[str | None], *, without: tuple[str, ...] = ()) -> str | None:
     """The command line as typed (``command_line``, set by the ``tessera`` parser), less the flags ``without``, with
-    the folder it ran in where one of its ``paths`` is relative; None for a call without one (from Python)."""
+    the folder it ran in where one of its ``paths`` is relative (not in a Ray job, which is submitted again: its
+    folder is Ray's); None for a call without one (from Python)."""
     typed = getattr(args, "command_line", None)
     if not typed:
         return None
-    relative = any(path and not uris.is_uri(path) and not os.path.isabs(os.path.expanduser(path)) for path in paths)
+    relative = not in_ray_job() and any(path and not uris.is_uri(path) and not os.path.isabs(os.path.expanduser(path))
+                                         for path in paths)
     return shlex.join([part for part in typed if part not in without]) + (f" (in {os.getcwd()})" if relative else "")
 
 
 class StopOnInterrupt:
     """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once, with how to
-    resume when ``resume`` (the command that does) is given: ``how`` says what to do with it."""
+    resume when ``resume`` (the command that does) is given: ``how`` says what to do with it, ``job_how`` in a Ray
+    job."""
 
     #: Seconds before a dropped ``KeyboardInterrupt`` is raised again: long enough to be out of the callback.
     REDELIVER_S = 0.05
 
-    def __init__(self, resume: str | None = None, how: str = "run the same command again") -> None:
-        self.resume, self.how = resume, how
+    def __init__(self, resume: str | None = None, how: str = "run the same command again",
+                 job_how: str = "submit the same Ray job again") -> None:
+        self.resume, self.how = resume, job_how if in_ray_job() else how
         self.previous = None
         self.previous_hook = None
         self.redelivery: threading.Timer | None = None

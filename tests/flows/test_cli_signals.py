@@ -117,6 +117,32 @@ def test_ctrl_c_during_an_ingest_says_the_command_that_resumes_it_and_that_comma
 
 
 @pytest.mark.process
+def test_ray_job_stop_of_an_ingest_job_says_to_submit_the_job_again_not_to_run_it_in_rays_temporary_folder(tmp_path):
+    """``ray job stop`` sends a job's entrypoint SIGTERM. The line said ``run the same command again: ... (in
+    /tmp/ray/session_.../runtime_resources/working_dir_files/_ray_pkg_...)``, Ray's temporary copy of the working
+    directory, which Ray deletes: the job is resumed by submitting it again, and its relative paths are read where
+    they were. Run as Ray's job supervisor starts an entrypoint (its job-config variable, an uploaded working dir)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "corpus.jsonl").write_text("".join(CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:120]),
+                                      encoding="utf-8")
+    argv = ["ingest", "--source", "corpus.jsonl", "--index", str(tmp_path / "idx"), "--shard-size", "30",
+            "--executor", "local", "--no-dense", "--quiet"]
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1",
+           "RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123.zip"}}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("TESSERA_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-c", DRIVER, "operators.store", "Index", "commit",
+                           str(int(signal.SIGTERM)), "after", *argv], cwd=job, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 143, proc.stderr
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said == ("tessera: terminated (SIGTERM); what was committed stays: to resume, submit the same Ray job "
+                    f"again: tessera {shlex.join(argv)}"), proc.stderr
+    _no_traceback(proc)
+
+
+@pytest.mark.process
 def test_sigterm_cancels_a_run_through_its_token(tmp_path):
     from flows.commands import main
 
