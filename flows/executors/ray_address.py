@@ -20,7 +20,8 @@ and token settings) and a deadline: the GCS's ``GetClusterId``, or Ray Client's 
 refusal is one ``RayAddressError`` here, naming the setting and what to give instead (docs/cluster.md).
 
 Without an address (or with ``auto``) Ray joins the cluster the last ``ray start`` on this machine recorded
-(``ray_current_cluster`` in Ray's temp folder, ``$RAY_TMPDIR/ray`` else ``/tmp/ray``); that one is found with Ray's
+(``ray_current_cluster`` in Ray's temp folder, ``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray``, else ``/tmp/ray``; not
+the ``--temp-dir`` of a ``ray start``); that one is found with Ray's
 own lookup and asked the same way. When there is none, nothing is asked: ``ray.init`` starts a local Ray.
 """
 
