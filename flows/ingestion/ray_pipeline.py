@@ -21,7 +21,8 @@ Progress: each embed actor sends the documents of every encoder batch to the dri
 a ``ReportLine`` (the driver's reporter actor), and waits for them to arrive before its shard
 leaves. A driver thread passes them to ``on_embedded`` as they come, and the driver passes on
 everything that arrived before it commits a shard. So the bar moves while a large shard is
-embedded, and a shard's documents are counted before its commit.
+embedded, and a shard's documents are counted before its commit. The driver's side (that thread, the result
+batches read on a thread of their own, stopping the dataset) is ``ray_results``.
 
 Resources: the embed pool takes the embed step's ``num_cpus``/``num_gpus``/``concurrency`` (one
 actor per CPU, or per GPU, when unset). Prepare (the chunk step's
@@ -37,8 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -46,10 +45,12 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 
 from flows.executors import ray_metrics
-from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data, running_executors
+from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_nodes import warn_when_no_cpu_free
 from flows.ingestion.errors import IngestError
 from flows.ingestion.embedder import Embedder
+from flows.ingestion.ray_results import (POLL_SECONDS, STOP_SECONDS, EmbedProgress,  # noqa: F401 (re-exported)
+                                         no_auto_init_at_exit, result_batches)
 from flows.ingestion.shards import (ShardJob, ShardResult, check_whole, elsewhere_rows, is_elsewhere, make_chunker,
                                    make_enrichers, prepare, staged_unless_done, write)
 
@@ -57,10 +58,6 @@ log = logging.getLogger(__name__)
 
 #: Blocks are never sliced below this size, so a shard stays one block.
 BLOCK_BYTES = 4 * 1024 ** 3
-#: Seconds between two looks at what the embed actors reported.
-POLL_SECONDS = 0.5
-#: Seconds the driver waits for the results thread once it stopped the dataset (Ctrl-C, an error).
-STOP_SECONDS = 10.0
 #: ``_stage`` of the placeholder row of a shard that prepare left with no row (``_no_rows``).
 NO_ROWS = "no rows"
 #: Cluster CPUs per prepare actor when the chunk step sets no ``concurrency``: one on 2 to 7 CPUs, four on 16.
@@ -164,55 +161,6 @@ class _Write:
             yield pa.Table.from_pylist([result.to_row()])
 
 
-class _EmbedProgress:
-    """On the driver: what the embed actors report, passed to ``on_embedded`` by a thread every
-    ``POLL_SECONDS``, and by ``deliver()`` on demand (one at a time, so nothing is passed twice)."""
-
-    def __init__(self, on_embedded: Callable[[str, int], None] | None):
-        from flows.executors.ray_progress import ReportLine
-
-        self.on_embedded = on_embedded
-        self.line = ReportLine() if on_embedded is not None else None
-        self._lock = threading.Lock()
-        self._moved = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="tessera-ingest-progress", daemon=True)
-
-    def sender(self):
-        return self.line.sender() if self.line is not None else None
-
-    def __enter__(self) -> "_EmbedProgress":
-        if self.line is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        if self.line is not None:
-            self.line.close()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            self.deliver()
-
-    def deliver(self) -> None:
-        import ray
-
-        if self.line is None:
-            return
-        with self._lock, contextlib.suppress(ray.exceptions.RayError):
-            for shard, docs in self.line.receive():
-                self._moved = True
-                self.on_embedded(shard, docs)
-
-    def moved(self) -> bool:
-        """Whether documents were embedded since the last call."""
-        moved, self._moved = self._moved, False
-        return moved
-
-
 def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
                embed_options: dict[str, Any], on_embedded: Callable[[str, int], None] | None = None,
                prepare_actors: int | None = None) -> None:
@@ -222,8 +170,8 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
     if not shards:
         return
     ensure_ray()
-    _no_auto_init_at_exit()
-    with _EmbedProgress(on_embedded if job.embed is not None else None) as progress:
+    no_auto_init_at_exit()
+    with EmbedProgress(on_embedded if job.embed is not None else None) as progress:
         _run(job, shards, on_result, embed_options, progress, prepare_actors)
 
 
@@ -235,7 +183,7 @@ def prepare_pool_size(resources: dict[str, float], n_shards: int, concurrency: i
 
 
 def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], embed_options: dict[str, Any],
-         progress: _EmbedProgress, prepare_actors: int | None) -> None:
+         progress: EmbedProgress, prepare_actors: int | None) -> None:
     import ray.data
 
     resources = ray.cluster_resources()
@@ -251,7 +199,7 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
     ds = ds.map_batches(_Write, fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
-        with quiet_ray_data(), contextlib.closing(_batches(ds, progress)) as batches:
+        with quiet_ray_data(), contextlib.closing(result_batches(ds, progress)) as batches:
             for batch in batches:
                 progress.deliver()  # every document these shards' embed actors reported comes first
                 for row in batch.to_pylist():
@@ -261,105 +209,6 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
         if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
             raise IngestError(f"a shard failed on Ray: {type(cause).__name__}: {cause}") from err
         raise IngestError(f"a shard failed on Ray: {err}") from err
-
-
-def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
-    """``ds``'s result batches, read on a thread of their own so that the driver notices a node that died
-    under work the nodes left cannot take over (``NodeWatch``): an ``IngestError`` instead of a job that
-    waits for ever. Committed shards stay; the same command resumes the rest. The reader stays at most one
-    batch ahead, and closing this generator (the caller failed, or the node watch did) stops the dataset."""
-    from flows.executors.ray_nodes import NodeWatch
-
-    watch = NodeWatch()
-    results: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def offer(item: tuple) -> bool:
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                results.put(item, timeout=POLL_SECONDS)
-                return True
-        return False
-
-    def read() -> None:
-        if stop.is_set():  # the driver gave up before the dataset started
-            return
-        batches = ds.iter_batches(batch_size=None, batch_format="pyarrow")
-        try:
-            for batch in batches:
-                if not offer(("batch", batch)):
-                    return
-            offer(("end", None))
-        except BaseException as err:  # handed to the driver's thread
-            offer(("error", err))
-        finally:
-            with contextlib.suppress(Exception):
-                batches.close()  # stops the dataset's execution when the driver gave up early
-
-    reader = threading.Thread(target=read, name="tessera-ingest-results", daemon=True)
-    reader.start()
-    try:
-        while True:
-            try:
-                kind, value = results.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                if progress.moved():
-                    watch.progress()
-                if (lost := watch.lost()) is not None:
-                    raise IngestError(f"Ray node {lost} died during the ingestion and the nodes left did not take "
-                                      f"its work over in {watch.grace_s:.0f} s: the shards committed so far are in "
-                                      "the index; run the same command again to resume the rest") from None
-                continue
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            watch.progress()
-            yield value
-    finally:
-        stop.set()
-        _stop(ds, reader)
-
-
-def _stop(ds, reader: threading.Thread) -> None:
-    """Stop ``ds``'s execution from this thread and wait (``STOP_SECONDS`` at most) for ``reader`` to end.
-
-    The reader may be blocked inside the dataset's iterator, waiting for a shard, where closing the iterator
-    cannot reach it (a generator cannot be closed while it runs): shutting the dataset's streaming executor
-    down ends that wait, and its actors with it. Without this a Ctrl-C waited for the next shard (30 s and more),
-    and Ray Data's threads, still running at exit, started a new Ray cluster after ``ray.shutdown``. The
-    executor starts lazily in the reader, so it is looked for until the reader ends."""
-    deadline = time.monotonic() + STOP_SECONDS
-    while reader.is_alive() and time.monotonic() < deadline:
-        for executor in _executors(ds):
-            with contextlib.suppress(Exception):  # already shut down, or shutting down in the reader
-                executor.shutdown(force=True)
-        reader.join(POLL_SECONDS)
-
-
-def _executors(ds) -> list:
-    """The running Ray Data streaming executors of ``ds`` (``ray_env.running_executors``, each named after the
-    dataset's run); should Ray Data's internals change, none are found and the reader is waited for
-    (``STOP_SECONDS``)."""
-    run = ds.get_dataset_id()
-    return [t for t in running_executors() if getattr(t, "_dataset_id", None) == run]
-
-
-def _no_auto_init_at_exit() -> None:
-    """At exit, before ``ray.shutdown``, turn off Ray's automatic ``ray.init``: a Ray thread that calls Ray after
-    the shutdown then fails instead of starting a new local cluster while the process exits. atexit runs the
-    last registered first, and Ray registers its shutdown when it is imported, before this."""
-    import atexit
-
-    atexit.unregister(_auto_init_off)
-    atexit.register(_auto_init_off)
-
-
-def _auto_init_off() -> None:
-    """Ray reads ``RAY_ENABLE_AUTO_CONNECT`` once, at import, into this flag (``ray._private.auto_init_hook``)."""
-    from ray._private import auto_init_hook
-
-    auto_init_hook.enable_auto_connect = False
 
 
 def embed_resources(options: dict[str, Any], resources: dict[str, float], n_shards: int
