@@ -6,7 +6,7 @@ fcntl lock it re-reads the manifest, records finished shards and tombstones, and
 replaces the manifest atomically (``commit_shards``, ``commits``). A shard whose commit
 fails is removed by the call that wrote it. Readers load shards lazily, once, check their
 files' sha256, and notice a newer manifest by its file stat; the search itself runs on one
-such generation (``search``). A damaged shard fails every search, naming each damaged
+such generation (``index_reads``, ``search``). A damaged shard fails every search, naming each damaged
 shard: skipping it would silently drop its documents and change every BM25 score. Deletes
 and upserts are tombstones (row positions per shard), so nothing is rebuilt; BM25
 statistics are re-derived over live chunks.
@@ -26,20 +26,18 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
+from operators.store import commit_shards, commits, compaction, search, shard as shard_io
 from operators.store.disk import refused_by_disk
 from operators.store.commits import Commit
-from operators.store.errors import (IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError,
-                                    listed_ids, settings_mismatch)
+from operators.store.errors import IndexExistsError, IndexStoreError, ShardDataError, listed_ids, settings_mismatch
+from operators.store.index_reads import IndexReads
 from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
                                     read_manifest, resolve_index, write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo, settings_problem
-from operators.store.snapshot import Hits, Snapshot
-from operators.tables import concat, select_or_null
+from operators.store.snapshot import Snapshot
 
 #: ``compact`` removes folders no commit recorded once they are this old (their writers died).
 UNCOMMITTED_GRACE_S = 3600
@@ -47,8 +45,9 @@ UNCOMMITTED_GRACE_S = 3600
 COMPACT_ATTEMPTS = 3
 
 
-class Index:
-    """A sharded BM25 + dense index on disk (see the module docstring)."""
+class Index(IndexReads):
+    """A sharded BM25 + dense index on disk (see the module docstring); its searches and doc-store reads are
+    inherited from ``IndexReads``."""
 
     def __init__(self, path: Path, manifest: Manifest, *, verify: bool = True) -> None:
         self.path = path
@@ -301,79 +300,6 @@ class Index:
     def shard_doc_ids(self, info: ShardInfo) -> set[str]:
         """The document ids of a written shard (what ``commit(..., replace_doc_ids=...)`` replaces)."""
         return {str(d) for d in self._reads.ids(info)[1]}
-
-    # -- reading -------------------------------------------------------------------------
-
-    def _current(self) -> Snapshot:
-        return self._newest(self._snapshot)
-
-    def _snapshot(self, manifest: Manifest) -> Snapshot:
-        with self._lock:
-            if self._state is not None and self._state.manifest.same_version(manifest):
-                return self._state
-            state = snapshot.load(self.path / SHARDS, manifest, self._loaded, verify=self.verify)
-            current = {(s.id, s.token) for s in manifest.shards}
-            self._loaded = {k: v for k, v in self._loaded.items() if k in current}
-            self._state = state
-            return state
-
-    def _newest(self, read):
-        """``read(manifest)`` of the newest manifest. A shard file that cannot be read is retried once on the
-        manifest as it is now when that is a newer generation: the reader read the manifest just before a
-        compaction committed, and the superseded shard was removed. Otherwise the ``IndexCorruptError`` stands."""
-        self.refresh()
-        manifest = self._manifest
-        try:
-            return read(manifest)
-        except IndexCorruptError:
-            with self._lock:
-                self._stat = None  # re-read it even if its stat looks unchanged
-            self.refresh()
-            if self._manifest.same_version(manifest):
-                raise
-            return read(self._manifest)
-
-    def search_bm25(self, queries: Sequence[str], k: int, where=None) -> list[Hits]:
-        """BM25 top ``k`` per query over live chunks (matching ``where``), exact across shards."""
-        return search.bm25_hits(self.path, self.settings, self._current, queries, k, where, self._pool)
-
-    def search_dense(self, vectors: np.ndarray, k: int, where=None) -> list[Hits]:
-        """Inner-product top ``k`` per query vector over live chunks (matching ``where``)."""
-        return search.dense_hits(self.path, self.settings, self._current, vectors, k, where, self._pool)
-
-    def documents(self, docnos: Sequence[str]) -> pa.Table:
-        """Doc-store rows of live chunks ``docnos``, in the given order."""
-        return search.documents(self.path, self._current(), docnos)
-
-    def column_names(self) -> list[str]:
-        """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
-        return self._newest(lambda manifest: shard_io.doc_column_names(self.path / SHARDS, manifest, self._loaded))
-
-    def docs_schema(self) -> pa.Schema | None:
-        """The doc-store columns of every live shard, each with the type its shards merge to (documents added later
-        may bring metadata columns the first shard lacks), from the shards a search loads anyway; None for an index
-        without shards (no documents yet: nothing a filter could keep)."""
-        state = self._current()
-        return state.docs_schema() if state.shards else None
-
-    def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
-        """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
-        where a shard has no such column: documents added later may carry metadata that earlier ones lack);
-        the doc stores alone are read (``shard.live_docs``), not the search structures."""
-        manifest, docs = self._newest(lambda m: (m, shard_io.live_docs(self.path / SHARDS, m, names, self._loaded)))
-        return manifest.generation, concat([select_or_null(d, names) for d in docs]) if docs else \
-            pa.table({n: pa.array([], pa.string()) for n in names})
-
-    def passages_of(self, doc_id: str, names: Sequence[str]) -> list[dict[str, Any]]:
-        """The doc-store rows (columns ``names``) of the live passages of document ``doc_id``; its shard alone is
-        read whole (``shard.live_docs_of``)."""
-        parts = self._newest(lambda m: shard_io.live_docs_of(self.path / SHARDS, m, doc_id, names, self._loaded))
-        return [row for part in parts for row in part.to_pylist()]
-
-    def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
-        """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
-        by position from the generation each search saw (hits of other origins: by docno)."""
-        return search.documents_of(hits, self.documents)
 
 
 def encoder_weights(settings: IndexSettings) -> str | None:
