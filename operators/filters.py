@@ -19,7 +19,8 @@ Rows whose column is null never match a condition on that column (not even under
 date). A country condition matches a document any of whose countries it names: its ``country`` or, where
 the doc store has that list column (``analyze.dimensions``), an item of ``countries`` (``{field: country, eq:
 FR}`` reads the first-ranked one alone); a region condition likewise reads ``region`` and ``regions``. How a
-value meets its column's type (numbers as numbers, the rest cast) is ``operators.filter_values``; a condition
+value meets its column's type (numbers as numbers, the rest cast) is ``operators.filter_values``, the Arrow
+pieces a condition compiles to ``operators.filter_conditions``; a condition
 Arrow cannot evaluate on the rows is named as written (``evaluation_error``), never as Arrow's compiled
 expression.
 """
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-from dataclasses import dataclass, field as dc_field
 from typing import Any, Union
 
 import pyarrow as pa
@@ -36,8 +36,9 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from operators.errors import close_names
-from operators.filter_values import (NO_ROW, FilterError, any_listed, comparison, holds_text_lists, kind_of,
-                                     membership, null_comparison, shown)
+from operators.filter_conditions import LISTS, Condition, casts_to_string, day_bound, join, listed, period_bound
+from operators.filter_values import (NO_ROW, FilterError, any_listed, comparison, kind_of, membership,
+                                     null_comparison, shown)
 
 Scalar = Union[bool, int, float, dt.date, str]
 
@@ -170,11 +171,11 @@ class MetadataFilter(BaseModel):
         if self.all_:
             parts.extend(child.to_expression(schema) for child in self.all_)
         if self.any_:
-            parts.append(_join([child.to_expression(schema) for child in self.any_], "or"))
+            parts.append(join([child.to_expression(schema) for child in self.any_], "or"))
         if self.not_ is not None:  # SQL's NOT: a row whose columns are null still does not match
             valid = [pc.field(c).is_valid() for c in sorted(self.not_.columns())]
-            parts.append(_join([~self.not_.to_expression(schema), *valid], "and"))
-        return _join(parts, "and")
+            parts.append(join([~self.not_.to_expression(schema), *valid], "and"))
+        return join(parts, "and")
 
     def conditions(self, schema: pa.Schema) -> list["Condition"]:
         """Every single condition of this filter and of the filters inside it, compiled for ``schema``: what names
@@ -204,14 +205,14 @@ class MetadataFilter(BaseModel):
             if temporal:
                 written = {n: getattr(self, n) for n in ("year", "month", "date_from", "date_to")
                            if getattr(self, n) is not None}
-                out.append(Condition.of(self.field, written, "a period", _join(temporal, "and")))
+                out.append(Condition.of(self.field, written, "a period", join(temporal, "and")))
             if self.missing is not None:
                 out.append(Condition.of(self.field, {"missing": self.missing}, "a boolean",
                                         column.is_null() if self.missing else column.is_valid()))
         for column, wanted in (("country", self.country), ("region", self.region)):
             if wanted is not None:
                 kind = schema.field(column).type
-                if not _casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
+                if not casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
                     raise FilterError(f"column '{column}' is {kind}; a {column} filter needs a column of text",
                                       field=f"params.filter.{column}")
                 values = [v.lower() for v in ([wanted] if isinstance(wanted, str) else wanted)]
@@ -262,82 +263,16 @@ class MetadataFilter(BaseModel):
             end = min(end, day_after) if end else day_after
         latest = earliest = column
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # "2021" and "2021-05" are periods
-            latest, earliest = _period_bound(column, "99"), _period_bound(column, "01")
+            latest, earliest = period_bound(column, "99"), period_bound(column, "01")
         parts = []
         if start is not None:
-            parts.append(latest >= _day_bound(start, kind))
+            parts.append(latest >= day_bound(start, kind))
         if end is not None:
-            parts.append(earliest < _day_bound(end, kind))
+            parts.append(earliest < day_bound(end, kind))
         return parts
 
 
-def _period_bound(column: pc.Expression, day: str) -> pc.Expression:
-    """An ISO string column with a plain year (``2021``, as ``analyze.dimensions`` writes one) or year and month
-    (``2021-05``) read as its period's first day (``day`` "01") or past its last (``day`` "99", which sorts after
-    every day of it): as text, "2021" sorted before "2021-01-01", and the year filter skipped it. The period
-    overlaps the range, as an integer-year column's year does."""
-    length = pc.utf8_length(column)
-    return pc.if_else(length == 4, pc.binary_join_element_wise(column, f"-{day}-{day}", ""),
-                      pc.if_else(length == 7, pc.binary_join_element_wise(column, f"-{day}", ""), column))
-
-
 MetadataFilter.model_rebuild()
-
-
-#: The list column a spatial condition reads beside its own (``analyze.dimensions`` writes both).
-LISTS = {"country": "countries", "region": "regions"}
-
-
-def listed(schema: pa.Schema, column: str) -> bool:
-    """Whether ``schema`` has ``column``'s list column (``LISTS``) of lists of text (``analyze.dimensions``' every
-    country, or region, of a document, ``country``/``region`` the first): a condition on ``column`` then matches
-    any of them. Without one (indices from before it, or whose list column holds something else), ``column``
-    alone is read."""
-    name = LISTS[column]
-    return name in schema.names and holds_text_lists(schema.field(name).type)
-
-
-def _join(parts: list[pc.Expression], how: str) -> pc.Expression:
-    out = parts[0]
-    for part in parts[1:]:
-        out = (out & part) if how == "and" else (out | part)
-    return out
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One condition of a filter: the column it reads, the condition as its author wrote it (``{field: year, gte:
-    2010}``, ``{region: 'EU'}``), the value's type in words, and its Arrow expression."""
-
-    column: str
-    written: str
-    kind: str
-    expression: pc.Expression = dc_field(repr=False, compare=False)
-
-    @classmethod
-    def of(cls, column: str, keys: dict[str, Any], kind: str, expression: pc.Expression) -> "Condition":
-        """A condition on ``field: column`` with these keys and values."""
-        pairs = ", ".join(f"{key}: {shown(value)}" for key, value in keys.items())
-        return cls(column, f"{{field: {column}, {pairs}}}", kind, expression)
-
-
-def _day_bound(day: dt.date, kind: pa.DataType) -> pa.Scalar:
-    """The first instant of ``day`` as a scalar comparable with a column of type ``kind``."""
-    if pa.types.is_timestamp(kind):
-        moment = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc if kind.tz else None)
-        return pa.scalar(moment, kind)
-    if pa.types.is_date(kind):
-        return pa.scalar(day, kind)
-    return pa.scalar(day.isoformat(), kind)  # ISO strings sort like the dates they spell
-
-
-def _casts_to_string(kind: pa.DataType) -> bool:
-    """Whether Arrow casts a column of ``kind`` to text (not a list, struct or map)."""
-    try:
-        pa.array([], kind).cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return False
-    return True
 
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
