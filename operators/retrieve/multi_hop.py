@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import re
 from typing import Any, Literal
 
 import numpy as np
@@ -18,25 +16,18 @@ from operators.local_files import llm_model
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
+from operators.retrieve.multi_hop_follow_ups import FOLLOW_UPS, FollowUps, mentioned
 from operators.retrieve.multi_hop_links import title_links
 from operators.tables import concat, query_rows, ranking_columns, set_columns, set_ranking
 
-log = logging.getLogger(__name__)
-_FOLLOW_UP_SYSTEM = "You write web search queries. Reply with one query and nothing else."
-_FOLLOW_UP_PROMPT = ("Question: {question}\nA document found so far: {title}: {text}\n"
-                     "Write a search query for the next document needed to answer the question.")
-
 #: The column that holds a row's cosine to the question, where the question's dense search found it.
 QUESTION_COSINE = "score_dense"
-#: The query metadata of ``follow_up: llm``: the follow-up queries searched for a question (the model's, or a seed's
-#: title where it failed), so a result the question's own ranking lacks can be traced to them.
-FOLLOW_UPS = "follow_up_queries"
 #: Columns that carry a hop query back to the question it was written for.
 _QUESTION, _SLOT, _SEED_TEXT, _SEED = ("__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text",
                                        "__multi_hop_seed")
 
 
-class MultiHopRetriever(Operator):
+class MultiHopRetriever(FollowUps, Operator):
     """Retrieve in hops: the documents one hop finds write the queries of the next.
 
     Hop 1 retrieves for the question. Its top ``documents_per_hop`` documents each
@@ -61,7 +52,7 @@ class MultiHopRetriever(Operator):
     cosine to the question as ``score_dense``, as ``fuse.rrf`` keeps a dense step's (``generate.answer``'s
     ``min_relevance`` reads it); the others have none.
 
-    A follow-up mode is one method, ``_follow_up_<mode>(seeds, questions)``: one query
+    A follow-up mode is one method, ``_follow_up_<mode>(seeds, questions)`` (``multi_hop_follow_ups``): one query
     per seed row (``qid, docno, title, text`` of a seed document, ``questions[i]`` the
     question it was found for). A model-written mode (``llm``: "what to search next")
     is that method calling the LLM gateway (``operators/llm``), plus its name in
@@ -194,57 +185,7 @@ class MultiHopRetriever(Operator):
         own = [c for c in rows.column_names if c.startswith(("score_", "rank_"))]
         return set_columns(rows.drop_columns(own), kept)
 
-    # -- follow-up queries ----------------------------------------------------------
-
-    def _follow_up_titles(self, seeds: pa.Table, questions: list[str]) -> list[str]:
-        titles = seeds.column("title").to_pylist()
-        texts = seeds.column("text").to_pylist()
-        return [(title or "").strip() or " ".join((text or "").split()[:30]) for title, text in zip(titles, texts)]
-
-    def _follow_up_texts(self, seeds: pa.Table, questions: list[str]) -> list[str]:
-        titles = seeds.column("title").to_pylist()
-        texts = seeds.column("text").to_pylist()
-        return [f"{title or ''} {text or ''}".strip() for title, text in zip(titles, texts)]
-
-    _follow_up_mentions = _follow_up_texts
-
-    def _follow_up_links(self, seeds: pa.Table, questions: list[str]) -> list[str]:
-        return [text or "" for text in seeds.column("text").to_pylist()]
-
-    def _follow_up_llm(self, seeds: pa.Table, questions: list[str]) -> list[str]:
-        """The model's query for what the question still needs after the seed; the seed's title where it fails."""
-        from operators.llm.gateway import Completion, complete_many, messages_of
-        from operators.llm.step import add_query_usage, junk_reason, record_call
-
-        prompts = [messages_of(_FOLLOW_UP_PROMPT.format(question=q, title=title or "", text=" ".join(
-            (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
-            zip(questions, seeds.column("title").to_pylist(), seeds.column("text").to_pylist())]
-        p = self.params
-        results = complete_many(prompts, model=p.follow_up_model, temperature=0.0, max_tokens=32,
-                                timeout=p.follow_up_timeout, num_retries=p.follow_up_retries)
-        queries, failed = [], {}
-        for qid, result, title in zip(seeds.column("qid").to_pylist(), results,
-                                      self._follow_up_titles(seeds, questions)):
-            problem = junk_reason(result)
-            line = "" if problem else next((ln.strip(" -*\"'") for ln in result.text.splitlines() if ln.strip()), "")
-            if isinstance(result, Completion):  # a reply, used or not, cost its tokens
-                record_call(self, str(qid), self.params.follow_up_model, result)
-            elif result.seconds:  # sent and failed: its time is spent all the same (as LLMStep.ask counts it)
-                self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
-                add_query_usage(self, str(qid), p.follow_up_model, seconds=result.seconds, failed=1)
-            usable = line if re.search(r"[^\W\d_]", line) else None
-            queries.append(usable or title)
-            written = self.notes().metadata.get(str(qid), {}).get(FOLLOW_UPS, [])  # hop by hop, what it searched
-            self.emit_metadata(qid, FOLLOW_UPS, [*written, usable or title])
-            if usable is None:
-                failed.setdefault(qid, []).append(problem or f"no query in {result.text[:40]!r}")
-        for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged
-            many = len(reasons) > 1
-            reason = (f"{len(reasons)} follow-up {'queries are seed titles' if many else 'query is a seed title'} "
-                      f"(the model failed: {reasons[0]})")
-            log.warning("%s [%s]: query %s: %s", self.name, self.step_id, qid, reason)
-            self.mark_degraded(qid, reason)  # (no on_error: the titles are a fair follow-up)
-        return queries
+    # -- follow-up queries (each mode's method: ``multi_hop_follow_ups``) -------------
 
     def _follow_ups(self, seeds: pa.Table, questions: list[str]) -> list[str]:
         """One query per seed row, by the ``follow_up`` mode's method; ``questions`` are every question asked."""
@@ -283,7 +224,7 @@ class MultiHopRetriever(Operator):
             else:
                 rows = self._search(hop_queries, self._follow_up_retrievers, p.follow_up_k)
             if hop > 1 and p.follow_up == "mentions":
-                rows = rows.filter(pa.array(_mentioned(rows.column("title").to_pylist(),
+                rows = rows.filter(pa.array(mentioned(rows.column("title").to_pylist(),
                                                        rows.column(_SEED_TEXT).to_pylist()), pa.bool_()))
             keys = _keys(rows)
             if hop > 1 and p.dedup:
@@ -368,16 +309,6 @@ class MultiHopRetriever(Operator):
         fused = fused.drop_columns(internal)
         extra = [c for c in questions.column_names if c not in fused.column_names or c in ("qid", "query")]
         return set_columns(fused, dict(zip(extra, questions.select(extra).take(which).columns)))
-
-
-def _mentioned(titles: list[str | None], texts: list[str | None]) -> list[bool]:
-    """Per row, whether its title (without a trailing parenthesis: "Kiss and Tell (1945 film)") appears, as whole
-    words and ignoring case, in the text of the seed that found it."""
-    found = []
-    for title, text in zip(titles, texts):
-        name = re.sub(r"\s*\([^)]*\)\s*$", "", title or "").strip().lower()
-        found.append(bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", (text or "").lower()) is not None)
-    return found
 
 
 def _rrf(k: float):
