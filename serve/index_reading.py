@@ -93,7 +93,7 @@ def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_f
 
 def column_types(index: Any) -> pa.Schema:
     """The doc-store columns of every shard of ``index``, each with the type its shards merge to, read from the
-    files' footers: what a commit merges a new shard's columns with (``operators.store.commits.check_types``)."""
+    files' footers: what a commit merges a new shard's columns with (``operators.store.column_types.check_types``)."""
     from operators.store.commits import merged_schema
     from operators.store.layout import SHARDS
     from operators.store.shard import docs_schema

@@ -6,8 +6,8 @@
         python -m flows.ingest --source corpus.jsonl --index /shared/idx
     flows.ingestion.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
 
-How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``, ``progress``,
-``ledger``; ``job`` runs them):
+How it works (one module a concern: ``plan``, ``staging`` (and ``staged_files``), ``shards``, ``ray_pipeline``
+(and ``ray_results``), ``progress``, ``ledger``; ``job`` runs them, and ``shard_commits`` commits what they write):
 
 0. **Check** (driver, ``checks``), before anything is created: the options, the source (a missing path
    fails naming it), the settings, the embed model (the index's encoder, on this machine) and

@@ -66,7 +66,7 @@ class CommitError(IndexStoreError):
 
 class ColumnTypeConflictError(IndexStoreError):
     """Shards whose doc-store column types do not merge, or merge to a type that cannot hold one's values (committed
-    before commits checked them), so rows of both cannot be read into one table; ``commits.type_conflict_error``
+    before commits checked them), so rows of both cannot be read into one table; ``column_types.type_conflict_error``
     names the column and the shards. ``detail``: the message without the index's path (the service names the
     index by its name)."""
 
