@@ -17,7 +17,7 @@ from operators.sources._common import rebatch, values_to_array
 from operators.sources.encoding import ENCODING_HELP, encoding_param, warn_of_file
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
-from operators.sources.paths import resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
+from operators.sources.paths import once_each, resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
 from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
@@ -82,7 +82,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         if path.is_dir():
             named = [p for p in path.iterdir() if not p.name.startswith(".")]
             warn_dangling(named, self)
-            found = sorted(p for p in named if p.is_file())
+            found = once_each(sorted(p for p in named if p.is_file()), path, self)  # a link to a file beside it: once
             folders = sorted(p for p in named if p.is_dir())
         elif glob.has_magic(str(path)):
             found = resolve_paths(self.params.path, op=self)

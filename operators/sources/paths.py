@@ -36,8 +36,9 @@ def path_root(pattern: str) -> Path:
 
 
 def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> list[Path]:
-    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted. A folder's
-    hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a glob's ``*`` leaves them out."""
+    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted, each real file
+    once (``once_each``). A folder's hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a
+    glob's ``*`` leaves them out."""
     path = Path(os.path.expanduser(pattern))
     if path.is_dir():
         shown = [p for p in path.iterdir() if not p.name.startswith(".")]
@@ -55,10 +56,40 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     else:
         named, missing = [], f"file '{pattern}' does not exist (working directory {os.getcwd()})"
     warn_dangling(named, op)
-    found = sorted(p for p in named if p.is_file())
+    found = once_each(sorted(p for p in named if p.is_file()), glob_stem(pattern)[0], op)
     if not found:
         raise SourceNotFoundError(missing, op=op.name, step=op.step_id, field="params.path")
     return found
+
+
+#: The links to files read under another path warned of in this process (absolute), as ``_warned_dangling``.
+_warned_same: set[str] = set()
+
+
+def once_each(paths: list[Path], root: Path, op: Any) -> list[Path]:
+    """``paths`` (sorted), each real file once: a link to a file that is read under another path (``link.md ->
+    notes.md`` beside it, a file met again through a link to its folder in a recursive glob) made its documents
+    twice. A file keeps its path with the fewest links below ``root`` (the real file's, when it is among them), else
+    the first in name order; the others are named in one warning. A link to a file read under no other path stays."""
+    by_file: dict[str, list[Path]] = {}
+    for path in paths:
+        by_file.setdefault(os.path.realpath(path), []).append(path)
+    read_as = {path: min(same, key=lambda p: _links_below(p, root)) for same in by_file.values() for path in same}
+    said = [p for p in paths if read_as[p] != p and os.path.abspath(p) not in _warned_same]
+    _warned_same.update(os.path.abspath(p) for p in said)
+    if said:
+        shown = ", ".join(f"{p} (read as {read_as[p]})" for p in said[:5]) + (", ..." if len(said) > 5 else "")
+        logger.warning("%s [%s]: left out %d link(s) to a file read under another path: %s",
+                       op.name, op.step_id, len(said), shown)
+    return [p for p in paths if read_as[p] == p]
+
+
+def _links_below(path: Path, root: Path) -> int:
+    """How many of ``path`` and its folders below ``root`` are links (``path`` alone when it is not below it)."""
+    if not path.is_relative_to(root):
+        return int(path.is_symlink())
+    parts = path.relative_to(root).parts
+    return sum(1 for i in range(len(parts)) if (root / Path(*parts[:i + 1])).is_symlink())
 
 
 #: The folders whose subfolders were warned of in this process (absolute), as ``_warned_dangling``.

@@ -122,8 +122,42 @@ def test_a_recursive_glob_does_not_go_round_link_loops_and_names_them(tmp_path, 
     op = SimpleNamespace(name="sources.files", step_id="read")
     with caplog.at_level("WARNING", logger="tessera.sources"):
         found = resolve_paths(str(docs / "**" / "*.txt"), op=op)
-    assert [str(p.relative_to(docs)) for p in found] == ["a/in_a.txt", "a/to_b/in_b.txt", "b/in_b.txt",
-                                                         "b/to_a/in_a.txt", "side/o.txt", "top.txt"]
+    # a/to_b/in_b.txt is b/in_b.txt again: read once, under its path without a link (``once_each``)
+    assert [str(p.relative_to(docs)) for p in found] == ["a/in_a.txt", "b/in_b.txt", "side/o.txt", "top.txt"]
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and "not read again below 3 link(s)" in said[0], said
+    assert len(said) == 2 and "not read again below 3 link(s)" in said[0], said
     assert f"{docs / 'self'} -> ." in said[0] and "does not exist" not in said[0]
+    assert said[1].startswith("sources.files [read]: left out 2 link(s) to a file read under another path: "
+                              f"{docs / 'a' / 'to_b' / 'in_b.txt'} (read as {docs / 'b' / 'in_b.txt'})"), said
+
+
+def test_a_link_to_a_file_in_the_folder_is_read_once_a_link_outside_and_a_broken_one_are_said(tmp_path, caplog):
+    """``link-to-eiffel.md -> eiffel.md`` beside it was a second document, identical to the first. Each real file
+    is read once, under its own path; a link to a file outside the folder is a document, under the link's name, and
+    a link to nothing is left out, named."""
+    import pyarrow as pa
+
+    from operators.registry import create
+
+    docs, outside = tmp_path / "docs", tmp_path / "elsewhere"
+    docs.mkdir()
+    outside.mkdir()
+    (docs / "eiffel.md").write_text("# Eiffel\n\nThe Eiffel tower is in Paris.\n")
+    (docs / "tokyo.txt").write_text("Tokyo tower is red.\n")
+    (outside / "kiwi.md").write_text("Kiwi are flightless birds.\n")
+    (docs / "a-link-to-eiffel.md").symlink_to("eiffel.md")  # before its file in name order: the file's path wins
+    (docs / "link-to-eiffel.md").symlink_to(docs / "eiffel.md")
+    (docs / "kiwi-link.md").symlink_to(outside / "kiwi.md")
+    (docs / "broken.md").symlink_to("gone.md")
+    for pattern in (str(docs), str(docs / "*")):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="tessera.sources"):
+            table = create("sources.files", {"path": pattern})(pa.table({}))
+        assert table.column("docno").to_pylist() == ["eiffel.md", "kiwi-link.md", "tokyo.txt"], pattern
+        assert table.column("text").to_pylist()[1].strip() == "Kiwi are flightless birds."
+        said = [r.getMessage() for r in caplog.records]
+        if pattern == str(docs):  # once a process, as the broken link
+            assert f"left out 1 link(s) whose target does not exist: {docs / 'broken.md'}" in said[0], said
+            assert said[1].endswith(f"]: left out 2 link(s) to a file read under another path: "
+                               f"{docs / 'a-link-to-eiffel.md'} (read as {docs / 'eiffel.md'}), "
+                               f"{docs / 'link-to-eiffel.md'} (read as {docs / 'eiffel.md'})"), said
