@@ -127,7 +127,10 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             return pdf_documents(path, name, self.params.unit, op=self)
         document = read_text_file(name, path.read_bytes(), op=self, encoding=self.params.encoding)
         if not document.has_text:
-            log.warning("%s: no text: no document", name)
+            said = self.__dict__.setdefault("_no_text", set())  # a sync reads the source again: said once
+            if name not in said:
+                said.add(name)
+                log.warning("%s: no text: no document", name)
             return []
         if message := document.left_out_message(name):
             warn_of_file(self, name, message)  # logged if its document is staged

@@ -162,6 +162,19 @@ def test_a_line_fixed_in_a_changed_part_of_a_jsonl_source_comes_in_and_its_failu
     assert sorted(live(index)) == ["d0", "d1", "d2", "d4"]
 
 
+def test_a_file_with_no_text_is_said_once_though_a_sync_reads_the_folder_twice(tmp_path, folder, capsys, caplog):
+    """A sync reads the source, finds the change, and reads it again to stage it: "blank.md: no text: no document"
+    was said at each reading."""
+    index = tmp_path / "idx"
+    (folder / "blank.md").write_text("   \n")
+    assert ingest(capsys, folder, index)[0] == 0
+    (folder / "n1.md").write_text("Kiwi are flightless birds of New Zealand.\n")
+    caplog.clear()
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and "sync: the source changed from document 0 on" in caplog.text, (report, err)
+    assert caplog.text.count("blank.md: no text: no document") == 1, caplog.text
+
+
 def test_sync_is_refused_with_replace_or_retry_and_follows_a_compacted_source_by_the_ids_staging_kept(tmp_path,
                                                                                                      folder, capsys):
     index = tmp_path / "idx"
