@@ -102,9 +102,9 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     """The document of the file ``name`` holding ``content``: a Markdown file's title is its front matter's
     ``title:`` or its first heading, and its front matter's other fields are its metadata fields, those a
     metadata column may hold (``metadata_columns.metadata_fields``: one rule for ``tessera ingest`` and the
-    service's upload), and the front matter is not in its text; an HTML file's title is its ``<title>`` and its
-    text that of its body; a plain text file has no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its
-    bytes' (None: UTF-8, else a guess, ``decode_guessing``)."""
+    service's upload), and the front matter is not in its text; an HTML file's title is its ``<title>`` (else its
+    first ``<h1>``) and its text that of its body; a plain text file has no title. Its suffix is one of
+    ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode_guessing``)."""
     text, guessed, stray = decode_guessing(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:

@@ -48,9 +48,10 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     ``docs/**/*``). A text file's ``docno`` and ``path`` are its path from the folder (or from a glob's folders
     before its first wildcard) with its suffix (``notes.md``, ``a/notes.md``), so ``notes.txt`` and ``notes.md``
     stay two documents; its ``title`` is a Markdown file's front matter's ``title:`` or first heading, an HTML
-    file's ``<title>``, else the file stem; a Markdown file's front matter's other fields are columns of its own,
-    as the service's upload makes them metadata (``metadata_columns.metadata_fields``: a list its JSON text, a field
-    no metadata column may be named after left out, named in a warning), and the front matter is not in its text;
+    file's ``<title>`` (else its first ``<h1>``), else the file stem; a Markdown file's front matter's other fields
+    are columns of its own, as the service's upload makes them metadata (``metadata_columns.metadata_fields``: a
+    list its JSON text, a field no metadata column may be named after left out, named in a warning), and the front
+    matter is not in its text;
     an HTML file's text is its body's, without scripts, styles and the page's furniture (``html_text``); ``page`` is
     null. A PDF's rows are those of
     ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of

@@ -46,8 +46,8 @@ class _Open:
 
 
 class _HtmlText(HTMLParser):
-    """Collects the ``<title>`` and the visible text, three ways: all of it, without the furniture, and the
-    ``<main>``'s; the body's alone when the page has a ``<body>``."""
+    """Collects the ``<title>``, the first ``<h1>`` with text, and the visible text, three ways: all of it, without
+    the furniture, and the ``<main>``'s; the body's alone when the page has a ``<body>``."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -58,6 +58,8 @@ class _HtmlText(HTMLParser):
         self.main: list[str] | None = None  # inside <main>, once one opened
         self.hidden, self.furniture, self.within, self.in_main = _Open(), _Open(), _Open(), _Open()
         self.in_title = False
+        self.heading = ""  # the first <h1>'s text, once one closed with text
+        self.h1: list[str] | None = None  # the text of the <h1> open now
         self.pre = 0  # open <pre> elements
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -65,6 +67,8 @@ class _HtmlText(HTMLParser):
             self.in_title = True
         elif tag == "body" and self.body is None:
             self.body, self.content = [], []  # the body's text alone, as for every
+        if tag == "h1" and not self.heading and not self.hidden:
+            self.h1 = []
         if tag in _VOID:
             pass
         elif tag in _HIDDEN:
@@ -83,6 +87,8 @@ class _HtmlText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
+        elif tag == "h1" and self.h1 is not None:
+            self.heading, self.h1 = " ".join("".join(self.h1).split()), None
         self.pre -= tag == "pre" and self.pre > 0
         for stack in (self.hidden, self.furniture, self.within, self.in_main):
             stack.close(tag)
@@ -93,6 +99,8 @@ class _HtmlText(HTMLParser):
         if self.in_title:
             self.title.append(data)
         elif not self.hidden:  # a line break in the source is a space, but in <pre>
+            if self.h1 is not None:
+                self.h1.append(data)
             self._add(data if self.pre else _SPACES.sub(" ", data))
 
     def _add(self, text: str) -> None:
@@ -104,14 +112,15 @@ class _HtmlText(HTMLParser):
 
 
 def html_text(html: str) -> tuple[str | None, str]:
-    """The ``<title>`` (None without one) and the visible text of an HTML page: its ``<main>``'s where it has one,
-    else its ``<body>``'s (all of a fragment's) without the page's ``<nav>``, ``<header>``, ``<footer>`` and
-    ``<aside>`` (unless that leaves nothing), without scripts and styles, a line per block element, spaces within
-    a line collapsed."""
+    """The title (the ``<title>``, else the first ``<h1>``'s text: a page saved without a title names itself
+    there; None without either) and the visible text of an HTML page: its ``<main>``'s where it has one, else its
+    ``<body>``'s (all of a fragment's) without the page's ``<nav>``, ``<header>``, ``<footer>`` and ``<aside>``
+    (unless that leaves nothing), without scripts and styles, a line per block element, spaces within a line
+    collapsed."""
     parser = _HtmlText()
     parser.feed(html)
     parser.close()
-    title = " ".join("".join(parser.title).split())
+    title = " ".join("".join(parser.title).split()) or parser.heading
     every = parser.body if parser.body is not None else parser.outside
     for parts in (parser.main or [], parser.content, every):
         text = _lines(parts)

@@ -172,6 +172,17 @@ def test_html_without_a_body_or_a_title():
     assert html_text("<p>One &lt;two&gt;</p>\n<p>  three\n four </p>") == (None, "One <two>\nthree four")
 
 
+def test_a_page_without_a_title_is_titled_by_its_first_heading_before_its_file_name(tmp_path):
+    """A page with no ``<title>`` (or an empty one) was titled by its file name though its ``<h1>`` named it."""
+    (tmp_path / "eiffel.html").write_text("<html><head><title> </title></head><body><h1><img src=logo.png></h1>"
+                                          "<h1>The  Eiffel\n <em>Tower</em></h1><p>It is in Paris.</p></body></html>")
+    (tmp_path / "titled.html").write_text("<title>Its title</title><h1>Its heading</h1><p>Text.</p>")
+    (tmp_path / "plain.html").write_text("<p>No heading here.</p><script>'<h1>not one</h1>'</script>")
+    table = create("sources.files", {"path": str(tmp_path)})(pa.table({}))
+    assert dict(zip(table.column("docno").to_pylist(), table.column("title").to_pylist())) == {
+        "eiffel.html": "The Eiffel Tower", "plain.html": "plain", "titled.html": "Its title"}
+
+
 SITE_PAGE = """<html><head><title>Kea | Birds of NZ</title></head><body>
 <header><a href="/">Birds of NZ</a><nav><a>Home</a> <a>Parrots</a> <a>Contact</a></nav></header>
 <main><article><header><h1>Kea</h1></header><p>Kea are alpine parrots.</p>
