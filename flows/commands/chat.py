@@ -85,9 +85,14 @@ def handle(args: argparse.Namespace) -> int:
     out, interactive = console(stderr=args.json), sys.stdin.isatty()
     index = _index_of(flow)
     if index:  # a bad --index is said now, not after the first question
-        from operators.store import Index, resolve_index
+        from operators.store import Index, IndexStoreError, resolve_index
 
-        Index.open(resolve_index(index), verify=False)
+        try:
+            Index.open(resolve_index(index), verify=False)
+        except IndexStoreError as err:
+            if args.index:  # named as tessera run names it; the flow's own index is no option
+                err.field = err.field or "index"
+            raise
     over = f" over {index}" if index else ""
     out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends, "
               "/help lists more)")

@@ -106,9 +106,15 @@ def _refuse_damaged(index) -> None:
 
 
 def _open(path: str):
-    from operators.store import Index
+    """The index at ``path``; an error opening it names the argument (``field 'NAME_OR_PATH'``), as ``--index``
+    names itself in the other commands."""
+    from operators.store import Index, IndexStoreError
 
-    return Index.open(path)
+    try:
+        return Index.open(path)
+    except IndexStoreError as err:
+        err.field = err.field or "path"
+        raise
 
 
 
@@ -312,7 +318,7 @@ def _open_to_update(args: argparse.Namespace):
         path, file = shlex.quote(args.path), shlex.quote(args.file)
         raise IndexNotFoundError(f"{head}; nothing to update: make it with these documents with `tessera index add "
                                  f"{path} {file}` (or from a source with `tessera ingest --source FILE --index "
-                                 f"{path}`){_LISTED if _LISTED in tail else ''}") from None
+                                 f"{path}`){_LISTED if _LISTED in tail else ''}", field="path") from None
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:

@@ -146,9 +146,14 @@ def entries_named(others: list[str]) -> str:
 def check_index_exists(name_or_path: str | os.PathLike) -> Path:
     """The folder of the index ``name_or_path`` names, refused as ``Index.open`` refuses it (an
     ``IndexNotFoundError`` naming ``tessera ingest`` where there is no manifest) without loading it: a flow given
-    a missing index is refused when it is loaded, not at its first search."""
-    path = resolve_index(name_or_path)
-    read_manifest(path)
+    a missing index is refused when it is loaded, not at its first search. The error names its field, ``index``
+    (a flow's ``index=``, the command line's ``--index``), as other bad arguments are named."""
+    try:
+        path = resolve_index(name_or_path)
+        read_manifest(path)
+    except IndexStoreError as err:
+        err.field = err.field or "index"
+        raise
     return path
 
 
