@@ -28,7 +28,8 @@ from serve.schemas import ModelCard, check_texts
 
 
 class ChatMessage(BaseModel):
-    """One message; ``content`` is text, or OpenAI's list of ``{"type": "text", "text"}`` parts."""
+    """One message; ``content`` is text, or OpenAI's list of ``{"type": "text", "text"}`` parts (an assistant's also
+    ``{"type": "refusal", "refusal"}`` parts, as OpenAI's API takes them: what it said that turn)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -36,13 +37,20 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
     def text(self) -> str:
+        refusal = (self.model_extra or {}).get("refusal")  # OpenAI's answer replayed: a refusal, its content null
+        if self.content is None and self.role == "assistant" and isinstance(refusal, str):
+            return refusal
+        if isinstance(self.content, list):  # a refusal part's text is the assistant's turn, as a text part's
+            return content_text([{"type": "text", "text": p.get("refusal")} if p.get("type") == "refusal" else p
+                                 for p in self.content], sep="")
         return content_text(self.content, sep="")
 
 
 def text_only(messages: list[ChatMessage]) -> None:
     """A 400 naming the first content part that is not text (``image_url``, ``input_audio``, ``file``): the models
     here read text, so such a part would be dropped without a word. OpenAI answers it with a 400 for a text-only
-    model; so does this, raised from the body's validation as an ``ApiError`` (a ``ValueError`` would be a 422)."""
+    model; so does this, raised from the body's validation as an ``ApiError`` (a ``ValueError`` would be a 422).
+    An assistant message's refusal part (OpenAI's, replayed in the history) is text; another role's is refused."""
     for i, message in enumerate(messages):
         if message.content == [] or (message.content is None and message.role != "assistant"):  # read as ""
             got = "an empty list" if message.content == [] else "none"
@@ -58,6 +66,16 @@ def text_only(messages: list[ChatMessage]) -> None:
                 said = f"is {type(part['text']).__name__}, not a string" if "text" in part else "is missing"
                 raise ApiError(422, f"messages[{i}].content[{j}].text: a text part's text {said}",
                                param=f"messages[{i}].content[{j}].text", code="invalid_value")
+            if kind == "refusal" and message.role == "assistant":
+                if not isinstance(part.get("refusal"), str):
+                    said = f"is {type(part['refusal']).__name__}, not a string" if "refusal" in part else "is missing"
+                    raise ApiError(422, f"messages[{i}].content[{j}].refusal: a refusal part's refusal {said}",
+                                   param=f"messages[{i}].content[{j}].refusal", code="invalid_value")
+                continue
+            if kind == "refusal":
+                raise ApiError(400, f"messages[{i}].content[{j}].type: a 'refusal' part is an assistant message's "
+                               f"only, not a {message.role} message's; send {{\"type\": \"text\", \"text\": ...}} "
+                               "parts", param=f"messages[{i}].content[{j}].type", code="invalid_value")
             if kind != "text":
                 raise ApiError(400, f"messages[{i}].content[{j}].type: '{kind}' content is not supported: the models "
                                "here read text only; send {\"type\": \"text\", \"text\": ...} parts",

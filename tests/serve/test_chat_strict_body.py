@@ -139,3 +139,25 @@ def test_null_stream_and_n_are_their_defaults(client):
 def test_cohere_s_five_stop_sequences_reach_a_served_model():
     request = cohere_chat.CohereChatRequest(model="smollm2", messages=QUESTION, stop_sequences=["a"] * 5).openai()
     assert request.engine_body()["stop"] == ["a"] * 5  # OpenAI's bound of 4 is for OpenAI's body
+
+
+def test_an_assistant_s_refusal_is_its_turn_and_another_role_s_is_refused_naming_it(client):
+    """OpenAI's API takes an assistant message's ``{"type": "refusal", "refusal": ...}`` parts (and a replayed answer's
+    ``refusal`` beside null content); a conversation holding one was a 400 ("'refusal' content is not supported")."""
+    said = "I can't help with that."
+    for assistant in ({"role": "assistant", "content": [{"type": "refusal", "refusal": said}]},
+                      {"role": "assistant", "content": None, "refusal": said}):
+        body = {"model": "smollm2", "messages": [*QUESTION, assistant, {"role": "user", "content": "Why not?"}]}
+        turns = chat.ChatRequest.model_validate(body).engine_body()["messages"]
+        assert turns[1] == {"role": "assistant", "content": said}, turns  # what a served model reads
+        answer = client.post("/v1/chat/completions", json={**body, "model": "nope"})
+        assert answer.status_code == 404 and answer.json()["error"]["param"] == "model", answer.text  # past the body
+    refusal = {"type": "refusal", "refusal": said}
+    answer = client.post("/v1/chat/completions", json={"model": "rag", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Which insects make honey?"}, refusal]}]})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "messages[0].content[1].type" and "an assistant message's only" in error["message"]
+    error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": [
+        *QUESTION, {"role": "assistant", "content": [{"type": "refusal", "refusal": 5}]}, *QUESTION]})
+    assert error["param"] == "messages[1].content[0].refusal" and "is int, not a string" in error["message"], error
