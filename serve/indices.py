@@ -19,38 +19,30 @@ Who may change what:
   that lost its rows does not make them everyone's;
 * one ingestion runs at a time per index (a second upload is a 409 naming the running task),
   and an upload is one shard, so its documents land together or not at all.
+
+An upload's checks and queueing (``Indices.add``, ``add_files``) are ``serve.index_uploads``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
 from flows import store as flow_store
 from operators.errors import one_line
-from serve.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.errors import ApiError, index_refusal
-from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
-                                 refuse_against_index)
-from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, OWNER_FILE, adding_refused, check_named,
-                               default_names, index_holding, read_owner, readable, unshared, write_owner)
-from serve.ingest_task import STEPS, move_folder_aside
+from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused, check_named, default_names,
+                               index_holding, read_owner, readable, unshared, write_owner)
+from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
+from serve.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
+from serve.ingest_task import move_folder_aside
 from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
 
-#: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
-CHANGED_TRIES = 3
-
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-
-
-class _IndexChanged(Exception):
-    """The index an upload checked was deleted, or made by another upload, before the upload was queued."""
 
 
 def ingest_specs() -> list[str]:
@@ -58,7 +50,7 @@ def ingest_specs() -> list[str]:
     return [name for name in flow_store.builtin_names() if name.startswith("ingest")]
 
 
-class Indices:
+class Indices(Uploads):
     """The indices half of one replica's service: where they live, and what a key may do to them."""
 
     def __init__(self, service: Any):
@@ -183,107 +175,6 @@ class Indices:
             raise ApiError(404, f"no index named '{name}' made through this service", param="name",
                            code="index_not_found")
         return {"index": name, "shared": shared}
-
-    def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None,
-            warnings: list[str] = ()) -> dict[str, Any]:
-        """Check the documents and the ingestion, write them for the task, queue it; the task's id, and ``warnings``
-        (the files' and the documents'). ``files``: the names of the uploaded files the documents came from (replacing
-        one replaces all it gave before). The index may be deleted, or made by another upload, while this one is
-        checked: the task store then refuses to queue it (``create_ingest_task``'s ``seen``), and it is checked again
-        against the index as it is now, so an upload accepted after a delete makes the index anew with its documents."""
-        limit = self.service.limits.max_documents_per_request
-        if len(request.documents) > limit:
-            raise ApiError(422, f"{len(request.documents)} documents, over the limit max_documents_per_request="
-                           f"{limit}; send them in several requests", param="documents",
-                           code="max_documents_per_request")
-        given_once(request.documents)
-        for _ in range(CHANGED_TRIES):
-            try:
-                queued = self._add(name, request, tenant, files)
-                said = [*warnings, *mixed_kind_warnings(request.documents)]  # the client's to read, not the log's
-                return {**queued, "warnings": said} if said else queued
-            except _IndexChanged:
-                continue
-        raise ApiError(409, f"index '{name}' was deleted or made by other requests while this upload was checked, "
-                       f"{CHANGED_TRIES} times; send it again", param="name", code="index_busy")
-
-    def _add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None) -> dict[str, Any]:
-        """``add`` against the index as it is now; ``_IndexChanged`` when it changed before the task was queued."""
-        from flows.ingestion import check_ingest
-        from flows.ingestion.staging import staging_dir
-        from operators.errors import TesseraError
-
-        path, row = self._writable(name, tenant)
-        self._refuse_busy(name, row)  # checked again below: one may start while this upload is checked
-        seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
-        spec = self._spec(request.spec, row)
-        if (path / "manifest.json").exists():  # ids already there (409), metadata its columns cannot take (422)
-            refuse_against_index(path, request.documents, request.replace, from_files=files is not None)
-        source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
-        new_folder = not source.parent.exists()
-        source.parent.mkdir(parents=True, exist_ok=True)
-        try:  # a refused upload leaves neither its file nor the folder it made (nothing else would remove it)
-            try:
-                write_jsonl(source, request.documents)
-            except FileNotFoundError:  # the index was deleted since the folder was made: its uploads went with it
-                raise _IndexChanged() from None
-            try:
-                placed = self._placed(spec, path)
-                checked = check_ingest(str(source), str(path), spec=placed, executor="local")
-            except TesseraError as err:
-                if self._changed(name, seen):  # the index (or the file) went while it was checked
-                    raise _IndexChanged() from None
-                self._refuse_busy(name, self.service.store.index(name))  # one started meanwhile: not the upload's fault
-                from operators.models.references import ModelNotFoundError
-                from serve.flow_request import public_text
-
-                # the documents are this server's own JSONL: what is refused is the spec, or a model it names
-                spec_made_it = err.field or isinstance(err, ModelNotFoundError)
-                raise ApiError(422, f"this upload cannot be ingested: {public_text(err)}",
-                               param="spec" if spec_made_it else None, code="ingest_refused") from None
-            job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
-                              "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
-                              "replace": request.replace, "compact_after_shards": self.compact_after_shards,
-                              "replace_files": list(files or []) if request.replace else []},
-                   "documents": len(request.documents)}
-            with self.service.spares.lend() as lent:
-                task_id, why = self.service.store.create_ingest_task(
-                    tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key,
-                    total=self.service.limits.max_tasks, seen=seen)
-                lent.made = task_id is not None
-            if why == "changed":
-                raise _IndexChanged()
-            if task_id is None:
-                raise self._refusal(name, why)
-            if not source.is_file():  # a delete of an index already gone (its row) took it before the queueing
-                source.parent.mkdir(parents=True, exist_ok=True)  # queued: no delete takes it now
-                write_jsonl(source, request.documents)
-        except BaseException:
-            source.unlink(missing_ok=True)
-            if new_folder:
-                with contextlib.suppress(OSError):  # not empty: another upload's file is in it now
-                    source.parent.rmdir()
-            raise
-        made = self.service.store.index(name) if not (path / OWNER_FILE).exists() else None
-        if made is not None and made["owner"] == tenant:  # a new index (or one made before owner files)
-            write_owner(path, made)
-        return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
-                "created": row is None}
-
-    def _changed(self, name: str, seen: float | None) -> bool:
-        """Whether index ``name`` is no longer the one an upload checked (``seen``: its row's ``created``, None for
-        none): deleted, or made by another upload."""
-        row = self.service.store.index(name)
-        return (row["created"] if row is not None else None) != seen
-
-    def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
-                  tenant: str, first_page: int | None = None, first_row: int | None = None) -> dict[str, Any]:
-        """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
-        Markdown or HTML file one document, a CSV file one a row with a text (from ``first_row``: a part of it);
-        ``warnings`` say how a file was read."""
-        request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits, first_row)
-        with sent_as_files():
-            return self.add(name, request, tenant, files=whole, warnings=warnings)
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids this request deleted (as the commit counts them: two requests
