@@ -1,4 +1,5 @@
-"""A new task's row and the progress writers' pace: what the task store inserts and what its workers write.
+"""A new task's row, its statuses and the progress writers' pace: what the task store inserts and what its workers
+write.
 
 Apart from ``serve.taskstore`` so that the store's module holds its queries alone.
 """
@@ -8,6 +9,10 @@ from __future__ import annotations
 import time
 import uuid
 from typing import Any
+
+#: A task's statuses: an unfinished one moves forward, a final one never changes (``serve.taskstore``).
+UNFINISHED = ("queued", "running")
+FINAL = ("finished", "failed", "cancelled")
 
 #: A task's progress is written at most this often (and at every step boundary), by the progress writers.
 PROGRESS_EVERY_S = 0.5
