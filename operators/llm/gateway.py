@@ -6,7 +6,8 @@ resolved model gets one litellm ``Router`` per process (held in the shared
 sets (``rpm``, ``tpm``) are litellm's own, not a loop of ours; its ``max_parallel_requests``,
 which litellm keeps for async calls only, is held here, per process (``_slot``).
 Keys come from the environment only: an alias names its variable (``api_key_env``),
-and litellm reads the providers' usual variables itself.
+and litellm reads the providers' usual variables itself. What a failed call was (``LLMError.kind``) and what
+its message says are ``operators.llm.failures``.
 
 Usage::
 
@@ -20,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -31,11 +31,11 @@ from operators.call_memo import call_id, current_memo
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, key_env, missing_file, resolve, unknown_model
+from operators.llm.failures import ErrorKind, UnusableStream, failure_detail, failure_kind
 from operators.llm.loading import loaded_once
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
-ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
 
@@ -136,9 +136,9 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
             raise
         except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
             checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
-            kind = _kind(err)
+            kind = failure_kind(err)
             detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
-                      if kind == "timeout" and not alias.embedded else _detail(err))
+                      if kind == "timeout" and not alias.embedded else failure_detail(err))
             if detail == "connection refused":  # say what to do: most often a local server not started
                 from operators.llm.reachable import refused_hint
 
@@ -187,10 +187,6 @@ def _slot(alias: ModelAlias) -> Iterator[None]:
 CHARS_PER_TOKEN = 64
 
 
-class _UnusableStream(ValueError):
-    """A streamed reply that passed what its max_tokens allows (read no further), or that was no stream of events."""
-
-
 def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int) -> str | None:
     """Why a well-formed reply is still not the model's answer: far longer than ``max_tokens`` allows (a server that
     ignores it, 1 MB of text), or the prompt's last message sent back (a server that echoes); None when it is."""
@@ -218,13 +214,13 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
             if text:
                 written += len(text)
                 if written > most:  # a server that ignores max_tokens: stop reading, not a megabyte later
-                    raise _UnusableStream(f"the reply passed {most:,} characters, more than max_tokens="
+                    raise UnusableStream(f"the reply passed {most:,} characters, more than max_tokens="
                                           f"{kwargs['max_tokens']} allows")
                 on_text(text)
     finally:
         getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
     if not written and (content_type := _not_a_stream(stream)):  # litellm read it as an empty reply
-        raise _UnusableStream(f"the server's reply is not a stream of events (Content-Type: {content_type}), so "
+        raise UnusableStream(f"the server's reply is not a stream of events (Content-Type: {content_type}), so "
                               "no completion")
     return litellm.stream_chunk_builder(chunks, messages=messages)
 
@@ -303,93 +299,3 @@ def named(model: str, alias: ModelAlias) -> str:
     server = server_of(alias)
     target = f"{alias.model} at {server}" if server else alias.model
     return f"model '{model}'" if target == model else f"model '{model}' ({target})"
-
-
-def _kind(err: Exception) -> ErrorKind:
-    """A reply that is not UTF-8 is ``api``; else litellm's exception class first; then the transport error it wraps;
-    then its message, for the missing key that litellm's OpenAI client reports as an ``InternalServerError`` or an
-    ``APIError`` ("Missing credentials")."""
-    import litellm
-
-    from operators.errors import in_chain
-
-    if in_chain(err, UnicodeDecodeError) is not None:  # streamed, litellm says it as a lost connection
-        return "api"
-    checks: list[tuple[Any, ErrorKind]] = [
-        (litellm.Timeout, "timeout"), (litellm.RateLimitError, "rate_limit"),
-        (litellm.AuthenticationError, "auth"), (litellm.NotFoundError, "not_found"),
-        (litellm.BadRequestError, "bad_request"), (litellm.APIConnectionError, "connection"),
-    ]
-    for cls, kind in checks:
-        if isinstance(err, cls):
-            return kind
-    return _transport_kind(err) or ("auth" if _MISSING_KEY.search(str(err)) else "api")
-
-
-#: How litellm and the OpenAI client say that no key was given (an ``InternalServerError`` in litellm 1.110).
-_MISSING_KEY = re.compile(r"Missing credentials|api_key client option must be set|OPENAI_API_KEY environment variable"
-                          r"|No API key provided", re.IGNORECASE)
-
-
-def _transport_kind(err: BaseException) -> ErrorKind | None:
-    """``timeout`` or ``connection`` when the error came from the transport: litellm reports a refused or reset
-    connection to an OpenAI-compatible server as an ``InternalServerError`` ("Connection error."), the cause of
-    which, a few links down, is httpx's."""
-    import httpx
-
-    from operators.errors import in_chain
-
-    link = in_chain(err, httpx.TransportError)  # (a timeout is a transport error too)
-    if link is None:
-        return None
-    return "timeout" if isinstance(link, httpx.TimeoutException) else "connection"
-
-
-def _detail(err: Exception) -> str:
-    """What went wrong, in a few words: ``connection refused`` for a refused connection (litellm says it as
-    "Connection error." or "[Errno 111] Connection refused" depending on the provider), else litellm's class
-    and first line."""
-    from operators.errors import in_chain
-
-    if isinstance(err, _UnusableStream):
-        return str(err)
-    if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
-        return "connection refused"
-    if in_chain(err, UnicodeDecodeError) is not None or "codec can't decode" in str(err):
-        return "the server's reply is not UTF-8 text"
-    if in_chain(err, json.JSONDecodeError) is not None or re.search(r"Expecting value: line \d+", str(err)):
-        return "the server's reply is not valid JSON"
-    if (problem := _not_a_completion(str(err))) is not None:
-        return problem
-    return f"{type(err).__name__}: {_first_line(err)}"
-
-
-#: What litellm says of an HTTP 200 whose body is text, not JSON (a proxy's error or login page), and of JSON
-#: without ``choices``: "InternalServerError: Empty or invalid response from LLM endpoint..." and "InternalServerError:
-#: litellm.APIError: LiteLLM: provider returned a response with no 'choices'", which read as the server's failure.
-_NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint\. Received: (.*?)\. Check the reverse proxy", re.S)
-_NO_CHOICES = re.compile(r"provider returned a response with no 'choices'\. Raw keys: (\[.*?\])")
-
-
-def _not_a_completion(text: str) -> str | None:
-    """An HTTP 200 that is no completion, in the words the other such replies get (``the server's reply is not valid
-    JSON``, ``has no choices``), with what it was; None for any other error."""
-    if (page := _NOT_JSON.search(text)) is not None:
-        body = " ".join(page[1].strip("'\"").split())
-        shown = repr(body if len(body) <= 60 else body[:60] + "...")
-        return "the server's reply is not valid JSON" + (f", so no completion: {shown}" if body else " (it is empty)")
-    if (keys := _NO_CHOICES.search(text)) is not None:
-        return f"the server's reply is not a completion: it has no choices (its keys: {keys[1]})"
-    return None
-
-
-#: The exception names litellm writes before a message, nested when it wraps one error in another:
-#: "litellm.InternalServerError: InternalServerError: OpenAIException - litellm.APIError: LiteLLM: ...".
-_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?:: | - )|LiteLLM: )+")
-
-
-def _first_line(err: Exception) -> str:
-    """The error's first line, without the exception names litellm writes before it, however nested."""
-    text = str(err).strip().splitlines()
-    line = _PREFIXES.sub("", text[0]) if text else ""
-    return line[:500] or type(err).__name__

@@ -142,13 +142,13 @@ def test_litellms_missing_credentials_error_is_classed_auth(monkeypatch):
     "Missing credentials") is ``auth``, not ``api``: classed by litellm's class first, its message second."""
     import litellm
 
-    from operators.llm.gateway import _kind
+    from operators.llm.failures import failure_kind
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(Exception) as raised:
         litellm.completion(model="openai/x", api_base=f"http://127.0.0.1:{closed_port()}/v1", num_retries=0,
                            messages=[{"role": "user", "content": "hi"}])
-    assert "Missing credentials" in str(raised.value) and _kind(raised.value) == "auth"
+    assert "Missing credentials" in str(raised.value) and failure_kind(raised.value) == "auth"
 
 
 def test_a_misspelt_or_missing_embedded_model_is_refused_before_any_call(tmp_path, monkeypatch):

@@ -58,11 +58,11 @@ def test_the_exception_names_litellm_nests_are_left_out_of_the_message():
     """"InternalServerError: litellm.APIError: LiteLLM: ...": only the first of litellm's names was taken off."""
     import litellm
 
-    from operators.llm.gateway import _detail
+    from operators.llm.failures import failure_detail
 
     err = litellm.InternalServerError(message="litellm.APIError: LiteLLM: the provider sent something odd",
                                       llm_provider="openai", model="m")
-    assert _detail(err) == "InternalServerError: the provider sent something odd"
+    assert failure_detail(err) == "InternalServerError: the provider sent something odd"
 
 
 #: Each LLM step (but retrieve.multi_hop, which needs an index: tests/operators/retrieve) and what it is given.

@@ -1,0 +1,108 @@
+"""What a failed model call was (``LLMError.kind``) and what its message says, from litellm's exceptions.
+
+Why a module of its own: how litellm and the servers behind it say a failure (its exception classes, the transport
+error a few links down, the words of a missing key, a proxy's page instead of JSON) changes with litellm and the
+servers, not with how ``operators.llm.gateway`` makes a call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
+
+
+class UnusableStream(ValueError):
+    """A streamed reply that passed what its max_tokens allows (read no further), or that was no stream of events."""
+
+
+def failure_kind(err: Exception) -> ErrorKind:
+    """A reply that is not UTF-8 is ``api``; else litellm's exception class first; then the transport error it wraps;
+    then its message, for the missing key that litellm's OpenAI client reports as an ``InternalServerError`` or an
+    ``APIError`` ("Missing credentials")."""
+    import litellm
+
+    from operators.errors import in_chain
+
+    if in_chain(err, UnicodeDecodeError) is not None:  # streamed, litellm says it as a lost connection
+        return "api"
+    checks: list[tuple[Any, ErrorKind]] = [
+        (litellm.Timeout, "timeout"), (litellm.RateLimitError, "rate_limit"),
+        (litellm.AuthenticationError, "auth"), (litellm.NotFoundError, "not_found"),
+        (litellm.BadRequestError, "bad_request"), (litellm.APIConnectionError, "connection"),
+    ]
+    for cls, kind in checks:
+        if isinstance(err, cls):
+            return kind
+    return _transport_kind(err) or ("auth" if _MISSING_KEY.search(str(err)) else "api")
+
+
+#: How litellm and the OpenAI client say that no key was given (an ``InternalServerError`` in litellm 1.110).
+_MISSING_KEY = re.compile(r"Missing credentials|api_key client option must be set|OPENAI_API_KEY environment variable"
+                          r"|No API key provided", re.IGNORECASE)
+
+
+def _transport_kind(err: BaseException) -> ErrorKind | None:
+    """``timeout`` or ``connection`` when the error came from the transport: litellm reports a refused or reset
+    connection to an OpenAI-compatible server as an ``InternalServerError`` ("Connection error."), the cause of
+    which, a few links down, is httpx's."""
+    import httpx
+
+    from operators.errors import in_chain
+
+    link = in_chain(err, httpx.TransportError)  # (a timeout is a transport error too)
+    if link is None:
+        return None
+    return "timeout" if isinstance(link, httpx.TimeoutException) else "connection"
+
+
+def failure_detail(err: Exception) -> str:
+    """What went wrong, in a few words: ``connection refused`` for a refused connection (litellm says it as
+    "Connection error." or "[Errno 111] Connection refused" depending on the provider), else litellm's class
+    and first line."""
+    from operators.errors import in_chain
+
+    if isinstance(err, UnusableStream):
+        return str(err)
+    if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
+        return "connection refused"
+    if in_chain(err, UnicodeDecodeError) is not None or "codec can't decode" in str(err):
+        return "the server's reply is not UTF-8 text"
+    if in_chain(err, json.JSONDecodeError) is not None or re.search(r"Expecting value: line \d+", str(err)):
+        return "the server's reply is not valid JSON"
+    if (problem := _not_a_completion(str(err))) is not None:
+        return problem
+    return f"{type(err).__name__}: {_first_line(err)}"
+
+
+#: What litellm says of an HTTP 200 whose body is text, not JSON (a proxy's error or login page), and of JSON
+#: without ``choices``: "InternalServerError: Empty or invalid response from LLM endpoint..." and "InternalServerError:
+#: litellm.APIError: LiteLLM: provider returned a response with no 'choices'", which read as the server's failure.
+_NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint\. Received: (.*?)\. Check the reverse proxy", re.S)
+_NO_CHOICES = re.compile(r"provider returned a response with no 'choices'\. Raw keys: (\[.*?\])")
+
+
+def _not_a_completion(text: str) -> str | None:
+    """An HTTP 200 that is no completion, in the words the other such replies get (``the server's reply is not valid
+    JSON``, ``has no choices``), with what it was; None for any other error."""
+    if (page := _NOT_JSON.search(text)) is not None:
+        body = " ".join(page[1].strip("'\"").split())
+        shown = repr(body if len(body) <= 60 else body[:60] + "...")
+        return "the server's reply is not valid JSON" + (f", so no completion: {shown}" if body else " (it is empty)")
+    if (keys := _NO_CHOICES.search(text)) is not None:
+        return f"the server's reply is not a completion: it has no choices (its keys: {keys[1]})"
+    return None
+
+
+#: The exception names litellm writes before a message, nested when it wraps one error in another:
+#: "litellm.InternalServerError: InternalServerError: OpenAIException - litellm.APIError: LiteLLM: ...".
+_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?:: | - )|LiteLLM: )+")
+
+
+def _first_line(err: Exception) -> str:
+    """The error's first line, without the exception names litellm writes before it, however nested."""
+    text = str(err).strip().splitlines()
+    line = _PREFIXES.sub("", text[0]) if text else ""
+    return line[:500] or type(err).__name__
