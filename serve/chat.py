@@ -7,14 +7,15 @@ a 404 in OpenAI's shape naming the model and listing both kinds.
 
 The body is validated here (a bad field is a 422 naming it), then handed to the
 deployment as a dict; its answer comes back as an async generator (serve/deployments/llm.py),
-returned whole or as server-sent events (FastAPI's ``StreamingResponse``).
+returned whole or as server-sent events (FastAPI's ``StreamingResponse``). The checks of the
+fields Cohere's body shares are serve/chat_fields.py's; the answer's way to the client
+(``opened``, ``whole_answer``, ``sse``, ``model_failure``) is serve/chat_answer.py's. Both are
+imported here, so ``serve.chat``'s names hold.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import Any, AsyncIterator, Literal
+from typing import Any, Literal
 
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -22,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.conversation import content_text
-from serve import errors
+from serve.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
+from serve.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
 from serve.errors import ApiError
 from serve.schemas import ModelCard, check_texts
 
@@ -82,12 +84,6 @@ def text_only(messages: list[ChatMessage]) -> None:
                                param=f"messages[{i}].content[{j}].type", code="invalid_value")
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    include_usage: bool = Field(False, strict=True)
-
-
 #: Fields checked here (refused unless empty) and not passed on.
 NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format", "logprobs",
                      "top_logprobs", "logit_bias", "modalities", "audio")
@@ -97,32 +93,6 @@ NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "resp
 MAX_STOP = 4
 #: Choices one request may ask for (``n``): a llama.cpp replica writes them one after another.
 MAX_CHOICES = 8
-
-
-def check_stop(value: str | list[str] | None) -> str | list[str] | None:
-    """Refuse an empty stop sequence, which llama.cpp finds before the first word (the answer was empty, a 200), as
-    vLLM refuses it; and one that is not valid Unicode (a lone surrogate failed the model's call: a 500)."""
-    sequences = [value] if isinstance(value, str) else value or []
-    for i, sequence in enumerate(sequences):
-        if not sequence:
-            raise ValueError(f"stop sequence {i} is empty: it would end the answer before its first word")
-    check_texts(sequences, "stop sequence")
-    return value
-
-
-def no_logprobs(value: Any, field: str) -> Any:
-    """Refused, not ignored: the client would read the answer's log probabilities as null (the llama.cpp models are
-    loaded without every token's logits)."""
-    if value:
-        raise ValueError(f"{field} is not supported: these models return no log probabilities")
-    return value
-
-
-def text_answers_only(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Refused unless text: JSON asked for and prose answered, the client's parse would fail."""
-    if value and value != {"type": "text"}:
-        raise ValueError("only {'type': 'text'} is supported: the answer is text")
-    return value
 
 
 class ChatRequest(BaseModel):
@@ -269,44 +239,6 @@ async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> A
     return StreamingResponse(sse(await opened(events, card), card), media_type="text/event-stream")
 
 
-class Opened:
-    """A deployment's event stream whose first event has arrived (``opened``); iterated, that event comes first.
-    ``cancel`` cancels the stream on the deployment, as the stream's own does."""
-
-    def __init__(self, first: list[Any], events: Any) -> None:
-        self.first, self.events = first, events
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        for event in self.first:
-            yield event
-        async for event in self.events:
-            yield event
-
-    def cancel(self) -> None:
-        self.events.cancel()
-
-
-async def opened(events: Any, card: ModelCard) -> Opened:
-    """``events`` once its first event is in: a failure before the answer starts (messages longer than the model
-    reads) is then raised as its ``ApiError``, a 400 or 500 while the response can still be one, rather than an
-    error event after a 200."""
-    try:
-        first = [await events.__anext__()]
-    except StopAsyncIteration:
-        first = []
-    except asyncio.CancelledError:  # the client went away while the model read the prompt
-        events.cancel()
-        raise
-    except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
-        raise model_failure(card, err) from None
-    from serve.deployments.llm import TOO_LONG
-
-    if first and isinstance(first[0], dict) and TOO_LONG in first[0]:  # the caller's to shorten, as OpenAI says
-        raise ApiError(400, f"model '{card.id}': {first[0][TOO_LONG]}", param="messages",
-                       code="context_length_exceeded")
-    return Opened(first, events)
-
-
 def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
     check_size(request)
@@ -350,40 +282,3 @@ def check_max_tokens(card: ModelCard, request: ChatRequest) -> None:
             raise ApiError(422, f"{field}: {asked} tokens is more than model '{card.id}' can write: its context "
                            f"window holds {window} tokens, the messages' included; ask for {window} at most",
                            param=field, code="invalid_value")
-
-
-async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
-    """The unstreamed answer (OpenAI's ``chat.completion``), the stream's one event (``opened``: a failure is
-    ``model_failure``'s 400 or 500 naming the model)."""
-    got = await opened(events, card)
-    if not got.first:
-        raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
-    return _plain(got.first[0])
-
-
-async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
-    """The engine's events as SSE text; a failure mid-stream ends it with an OpenAI error event. A stream left
-    before its end (the client went away) is cancelled on the deployment, which stops generating."""
-    ended = False
-    try:
-        async for event in events:
-            for item in event if isinstance(event, list) else [event]:
-                yield item if isinstance(item, str) else f"data: {json.dumps(_plain(item))}\n\n"
-        ended = True
-    except Exception as err:  # noqa: BLE001  (headers are sent: the error travels as an event)
-        ended = True
-        yield errors.error_event(model_failure(card, err))
-    finally:
-        if not ended:
-            events.cancel()
-
-
-def model_failure(card: ModelCard, err: BaseException) -> ApiError:
-    """What a failed answer is to the caller: a lost replica a 503 with Retry-After; anything else a 500 naming the
-    model. (Messages longer than the model reads are no failure: ``opened`` answers them.)"""
-    what = f"model '{card.id}' (deployment '{card.deployment}')"
-    return errors.unavailable(what, err) or errors.server_error(what, err, code="model_error")
-
-
-def _plain(item: Any) -> Any:
-    return item.model_dump() if hasattr(item, "model_dump") else item
