@@ -26,6 +26,12 @@ from pathlib import Path
 
 import pytest
 
+# The service's package by its own name, bound before pytest imports tests/serve/__init__.py: under
+# --import-mode=importlib that test package is imported as `serve` (tests/ is no package), and then `serve.chat`
+# and the rest came from wherever the editable install's finder points, so a second checkout's serve tests ran
+# the first checkout's code. Bound here, `serve` is this checkout's (pyproject's pythonpath puts it first).
+import serve  # noqa: E402,F401  isort: skip
+
 # The shared flows and assertions of the Ray tests, imported by tests in other folders too: rewritten before any
 # of them imports it, so its asserts say what differs wherever it is used.
 pytest.register_assert_rewrite("tests.flows.ray_flows")
