@@ -16,6 +16,9 @@ from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_
 from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
 
+#: The files this source reads in a folder or a glob.
+SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
+
 
 class CsvSource(Source):
     """Read documents from CSV or TSV files with a header row, mapping columns to ``docno, title, text``.
@@ -49,7 +52,7 @@ class CsvSource(Source):
         return {"docno": "id", "text": "text"}
 
     def _paths(self) -> list[Path]:
-        return resolve_paths(self.params.path, op=self, suffixes=(".csv", ".tsv", ".csv.gz", ".tsv.gz"))
+        return resolve_paths(self.params.path, op=self, suffixes=SUFFIXES)
 
     def splits(self) -> list[str | None]:
         paths = self._paths()

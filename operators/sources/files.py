@@ -14,9 +14,12 @@ from pydantic import Field
 from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
 from operators.sources._common import rebatch, values_to_array
+from operators.sources.csv import SUFFIXES as CSV_SUFFIXES
 from operators.sources.encoding import ENCODING_HELP, encoding_param, warn_of_file
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
+from operators.sources.jsonl import SUFFIXES as JSONL_SUFFIXES
+from operators.sources.parquet import SUFFIXES as PARQUET_SUFFIXES
 from operators.sources.paths import once_each, resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
 from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
@@ -27,8 +30,7 @@ SUFFIXES = (".pdf", *TEXT_KINDS)
 
 
 #: Files of records, which other sources read (``sources.csv``, ``sources.jsonl``, ``sources.parquet``).
-RECORD_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet",
-                   ".pq")
+RECORD_SUFFIXES = (*CSV_SUFFIXES, *JSONL_SUFFIXES, *PARQUET_SUFFIXES)
 
 
 def _suffix(path: Path) -> str:

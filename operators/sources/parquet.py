@@ -15,6 +15,9 @@ from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, Located, rebatch
 from operators.sources.paths import resolve_paths
 
+#: The files this source reads in a folder or a glob.
+SUFFIXES = (".parquet", ".pq")
+
 
 #: The column ``read_located`` adds: each document's 1-based row in its file.
 ROW = "__row"
@@ -58,7 +61,7 @@ class ParquetSource(Source):
         return {"docno": "id", "text": "text"}
 
     def _paths(self):
-        return resolve_paths(self.params.path, op=self, suffixes=(".parquet", ".pq"))
+        return resolve_paths(self.params.path, op=self, suffixes=SUFFIXES)
 
     def splits(self) -> list[RowGroups | None]:
         paths = self._paths()
