@@ -365,12 +365,12 @@ class JsonHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def local_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """A threaded HTTP server on 127.0.0.1 (a free port) answering with ``handler``; yields its base URL.
+def local_http_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 (``port``; 0: a free one) answering with ``handler``; yields its base URL.
 
     For the tests of operators that call a service: a real server, stopped (and its port freed) on exit.
     """
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

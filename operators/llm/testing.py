@@ -132,12 +132,15 @@ class FaultServer:
 
 
 class CountingServer:
-    """A real HTTP server on 127.0.0.1 (``port``: 0 for a free one) that answers every GET ``status`` (``/api/tags``
-    200, as Ollama does) and counts the GETs by path in ``asked``: how often a run's check asked it."""
+    """A real HTTP server on 127.0.0.1 (``port``: 0 for a free one; ``operators.testing.local_http_server``) that
+    answers every GET ``status`` (``/api/tags`` 200, as Ollama does) and counts the GETs by path in ``asked``: how
+    often a run's check asked it. ``base``: its URL, once entered."""
 
     def __init__(self, port: int = 0, status: int = 401) -> None:
+        from operators.testing import local_http_server
+
         self.asked: Counter = Counter()
-        lock = threading.Lock()
+        lock, server = threading.Lock(), self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
@@ -150,19 +153,14 @@ class CountingServer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        server = self
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._running = local_http_server(Handler, port)
 
     def __enter__(self) -> "CountingServer":
-        self._thread.start()
+        self.base = self._running.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._running.__exit__(*exc)
 
 
 def closed_port() -> int:
