@@ -14,7 +14,9 @@ from operators.errors import SettingError, short_repr
 
 def tessera_home() -> Path:
     """``$TESSERA_HOME``, default ``~/.tessera`` (an empty or blank variable counts as unset), as an absolute path:
-    a relative one is read from the working directory once, not again by each later caller in another folder."""
+    a relative one is read from the working directory once, not again by each later caller in another folder. Its
+    ``..`` parts are taken out where that names the same folder (``../home`` showed as ``/work/repo/../home`` in
+    every path and message), and kept after a link, whose ``..`` is the link target's parent."""
     raw = os.environ.get("TESSERA_HOME", "")
     if not raw.strip():
         home = _user_home("TESSERA_HOME is " + ("blank" if raw else "unset")) / ".tessera"
@@ -27,10 +29,17 @@ def tessera_home() -> Path:
             raise SettingError(f"TESSERA_HOME {short_repr(raw)}: no such user's home folder; set TESSERA_HOME to "
                                "a folder") from None
     try:
-        return home.absolute()
+        return _without_dot_dot(home.absolute())
     except OSError as err:  # the working directory was removed
         raise SettingError(f"TESSERA_HOME {short_repr(raw)} is relative and the working directory cannot be read "
                            f"({err.strerror or err}); set TESSERA_HOME to an absolute folder") from None
+
+
+def _without_dot_dot(path: Path) -> Path:
+    """``path`` with its ``.`` and ``..`` parts taken out, where the result is the same folder once links are
+    followed (``os.path.normpath`` alone reads ``link/..`` as the folder holding the link)."""
+    normal = Path(os.path.normpath(path))
+    return normal if normal == path or normal.resolve() == path.resolve() else path
 
 
 def _user_home(why: str) -> Path:

@@ -63,6 +63,18 @@ def test_a_relative_tessera_home_is_made_absolute(monkeypatch, tmp_path):
     assert tessera_home() == tmp_path / "link"  # absolute, links kept as given
 
 
+def test_a_tessera_home_with_dot_dot_names_the_folder_plainly(monkeypatch, tmp_path):
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    monkeypatch.setenv("TESSERA_HOME", "../home/./t")
+    assert str(tessera_home()) == str(tmp_path / "home" / "t")
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "repo" / "link").symlink_to(tmp_path / "deep" / "er")
+    monkeypatch.setenv("TESSERA_HOME", "link/../t")  # after a link, `..` is the target's parent: kept as given
+    assert tessera_home() == tmp_path / "repo" / "link" / ".." / "t"
+    assert tessera_home().resolve() == tmp_path / "deep" / "t"
+
+
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_tessera_home_is_unset(monkeypatch, tmp_path, blank):
     monkeypatch.setenv("TESSERA_HOME", blank)
