@@ -58,8 +58,10 @@ class _HtmlText(HTMLParser):
         self.main: list[str] | None = None  # inside <main>, once one opened
         self.hidden, self.furniture, self.within, self.in_main = _Open(), _Open(), _Open(), _Open()
         self.in_title = False
-        self.heading = ""  # the first <h1>'s text, once one closed with text
+        self.heading = ""  # the first <h1>'s text outside the furniture, once one closed with text
+        self.banner_heading = ""  # the first <h1>'s text in the furniture (a site's name in its header)
         self.h1: list[str] | None = None  # the text of the <h1> open now
+        self.h1_in_furniture = False
         self.pre = 0  # open <pre> elements
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -68,7 +70,7 @@ class _HtmlText(HTMLParser):
         elif tag == "body" and self.body is None:
             self.body, self.content = [], []  # the body's text alone, as for every
         if tag == "h1" and not self.heading and not self.hidden:
-            self.h1 = []
+            self.h1, self.h1_in_furniture = [], bool(self.furniture)
         if tag in _VOID:
             pass
         elif tag in _HIDDEN:
@@ -88,7 +90,11 @@ class _HtmlText(HTMLParser):
         if tag == "title":
             self.in_title = False
         elif tag == "h1" and self.h1 is not None:
-            self.heading, self.h1 = " ".join("".join(self.h1).split()), None
+            text, self.h1 = " ".join("".join(self.h1).split()), None
+            if not self.h1_in_furniture:
+                self.heading = text
+            elif not self.banner_heading:
+                self.banner_heading = text
         self.pre -= tag == "pre" and self.pre > 0
         for stack in (self.hidden, self.furniture, self.within, self.in_main):
             stack.close(tag)
@@ -112,15 +118,18 @@ class _HtmlText(HTMLParser):
 
 
 def html_text(html: str) -> tuple[str | None, str]:
-    """The title (the ``<title>``, else the first ``<h1>``'s text: a page saved without a title names itself
-    there; None without either) and the visible text of an HTML page: its ``<main>``'s where it has one, else its
-    ``<body>``'s (all of a fragment's) without the page's ``<nav>``, ``<header>``, ``<footer>`` and ``<aside>``
-    (unless that leaves nothing), without scripts and styles, a line per block element, spaces within a line
-    collapsed."""
+    """The title and the visible text of an HTML page.
+
+    The title is the ``<title>``, else the first ``<h1>``'s text outside the page's header, nav, footer and aside
+    (a page saved without a title names itself there, where a site's header often holds the site's name in an
+    ``<h1>`` on every page), else the first ``<h1>`` there; None without either. The text is the ``<main>``'s
+    where the page has one, else the ``<body>``'s (all of a fragment's) without the page's ``<nav>``,
+    ``<header>``, ``<footer>`` and ``<aside>`` (unless that leaves nothing), without scripts and styles, a line per
+    block element, spaces within a line collapsed."""
     parser = _HtmlText()
     parser.feed(html)
     parser.close()
-    title = " ".join("".join(parser.title).split()) or parser.heading
+    title = " ".join("".join(parser.title).split()) or parser.heading or parser.banner_heading
     every = parser.body if parser.body is not None else parser.outside
     for parts in (parser.main or [], parser.content, every):
         text = _lines(parts)

@@ -201,6 +201,17 @@ def test_a_saved_web_page_keeps_its_content_without_the_sites_menus_banner_and_f
     assert "Privacy" not in document.text and "Contact" not in document.text and "Kakapo" not in document.text
 
 
+def test_a_page_without_a_title_is_titled_by_its_own_heading_not_the_sites_banner():
+    """A site's header often holds the site's name in an ``<h1>`` on every page: each page without a ``<title>``
+    was titled by it, not by its own heading."""
+    page = SITE_PAGE.replace("<title>Kea | Birds of NZ</title>", "").replace(
+        '<a href="/">Birds of NZ</a>', '<h1><a href="/">Birds of NZ</a></h1>')
+    assert html_text(page)[0] == "Kea"
+    assert html_text(page.replace("<main>", "<div>").replace("</main>", "</div>"))[0] == "Kea"  # no <main>
+    only_the_banner = "<body><header><h1>Birds of NZ</h1></header><p>Kea are alpine parrots.</p></body>"
+    assert html_text(only_the_banner) == ("Birds of NZ", "Kea are alpine parrots.")  # better than none
+
+
 def test_a_front_matter_date_that_names_no_day_is_its_text():
     """``date: 2024-02-30``: PyYAML raised a bare ValueError for it, which failed the file; it is kept as written."""
     from operators.sources.file_text import front_matter
