@@ -1,4 +1,5 @@
-"""The README's ``ray job submit`` command, run as written against a real local Ray head; paths in a job.
+"""docs/cluster.md's local-cluster ``ray job submit`` command, run as written against a real local Ray head; paths
+in a job.
 
 The head is the flows conftest's ``ray_head``: ``ray start --head --block`` on free ports with its
 own temp dir, under Ray's default authentication, stopped by its PID.
@@ -18,13 +19,13 @@ import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+CLUSTER_DOC = REPO / "docs" / "cluster.md"  # "A local cluster"; the README links there (it held this block once)
 
 
-def readme_job_lines() -> tuple[str, str]:
-    """The README's job block: its ``export RAY_AUTH_MODE`` line and its ``ray job submit`` command."""
-    block = next(b for b in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
-                 if "ray job submit" in b)
+def documented_job_lines() -> tuple[str, str]:
+    """The local-cluster block of docs/cluster.md: its ``export RAY_AUTH_MODE`` line and its ``ray job submit``."""
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", CLUSTER_DOC.read_text(encoding="utf-8"), flags=re.S)
+                 if "ray job submit" in b and "export RAY_AUTH" in b)
     export = next(line.split("#")[0].strip() for line in block.splitlines() if line.startswith("export RAY_AUTH"))
     submit = block[block.index("ray job submit"):].strip()
     return export, submit
@@ -45,7 +46,7 @@ def run_in_job(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 
 def test_in_a_job_a_relative_out_is_refused_before_anything_runs(tmp_path, flows_run_in_job):
-    before = _stat(REPO / "results.parquet")  # the README's own `--out results.parquet` may have written one
+    before = _stat(REPO / "results.parquet")  # the README's `tessera run demo` (--out results.parquet) may write one
     proc = flows_run_in_job("demo", "--index", str(tmp_path / "nowhere"), "--queries", "honey bees", "--out",
                             "results.parquet", cwd=REPO, home=tmp_path / "home")
     lines = proc.stderr.strip().splitlines()
@@ -96,16 +97,16 @@ def clone_after_make_demo(root: Path, sample_index: Path) -> Path:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_the_readme_job_command_runs_as_written_on_a_local_cluster(ray_head, sample_index, tmp_path):
+def test_the_documented_job_command_runs_as_written_on_a_local_cluster(ray_head, sample_index, tmp_path):
     clone = clone_after_make_demo(tmp_path / "clone", sample_index)
-    export, submit = readme_job_lines()
+    export, submit = documented_job_lines()
     env = {**ray_head.env, "RAY_ADDRESS": ray_head.address}
 
     def shell(script: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True,
                               timeout=540)
 
-    # Without the README's export the job server refuses the client: authentication is on.
+    # Without the documented export the job server refuses the client: authentication is on.
     refused = shell(submit)
     assert refused.returncode != 0 and "Authentication required" in refused.stdout + refused.stderr
     # As written.
