@@ -120,15 +120,16 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                          "queries.jsonl and qrels/", field="dataset")
     if not root.is_dir():
         where = "" if root.is_absolute() else f" (a relative path, read from {Path.cwd()})"
-        raise BenchError(f"dataset folder '{folder}' does not exist{where}", field="dataset")
+        raise BenchError(f"dataset folder '{folder}' does not exist{where}{_close_folder(root)}", field="dataset")
     corpus, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
     for path in (corpus, queries_path):
         if not path.is_file():
             raise BenchError(f"dataset folder '{root}' has no {path.name} (BEIR layout: corpus.jsonl, "
-                             "queries.jsonl, qrels/<split>.tsv)", field="dataset")
+                             f"queries.jsonl, qrels/<split>.tsv){_held_instead(root, path.stem)}", field="dataset")
     qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
-        raise BenchError(f"no qrels file '{qrels_path}'{_other_splits(qrels_splits(root))}", field="split")
+        raise BenchError(f"no qrels file '{qrels_path}'{_other_splits(qrels_splits(root))}"
+                         f"{_qrels_elsewhere(root, split)}", field="split")
     try:
         qrels = load_qrels(root, split)
         queries = read_queries(queries_path)
@@ -183,6 +184,54 @@ def _other_splits(splits: list[str]) -> str:
     if len(splits) == 1:
         return f" (the only split there is '{splits[0]}': give --split {splits[0]})"
     return f" (splits there: {', '.join(splits)}: give --split with one of them)"
+
+
+def _close_folder(folder: Path) -> str:
+    """A typo's likely meaning, in the path as it was given: the first part of ``folder`` that is not there,
+    replaced by a folder beside it of a close name (``scifcat`` for ``scifact``)."""
+    from operators.error_text import close_names, did_you_mean
+
+    parts = folder.parts
+    for i in range(len(parts)):
+        if not Path(*parts[:i + 1]).exists():
+            break
+    parent = Path(*parts[:i]) if i else Path(".")
+    try:
+        names = [p.name for p in parent.iterdir() if p.is_dir()]
+    except OSError:
+        return ""
+    close = [str(Path(*parts[:i], name, *parts[i + 1:])) for name in close_names(parts[i], names, words=False)]
+    return f"; {did_you_mean(close)}" if close else ""
+
+
+def _held_instead(root: Path, stem: str) -> str:
+    """What the folder holds in place of ``STEM.jsonl`` (a ``corpus.csv``, a ``queries.tsv``) and how to write the
+    JSON lines file from it (a CSV by the standard library, its ids kept as text); else what the folder holds."""
+    names = sorted(p.name for p in root.iterdir())
+    other = next((n for n in names if n.lower().startswith(stem + ".") and n.lower() != f"{stem}.jsonl"), None)
+    if other is None:
+        return f"; the folder holds {', '.join(names) or 'nothing'}"
+    fields = "_id, title, text" if stem == "corpus" else "_id, text"
+    how = ""
+    if other.lower().endswith(".csv"):  # a header line names the fields, as csv.DictReader reads it
+        how = (f" (from a CSV whose first line names them: python -c \"import csv, json; open('{root / stem}.jsonl', "
+               f"'w', encoding='utf-8').writelines(json.dumps(r, ensure_ascii=False) + '\\n' for r in "
+               f"csv.DictReader(open('{root / other}', newline='', encoding='utf-8')))\")")
+    return (f"; it has {other}, which the benchmark does not read: write {stem}.jsonl beside it, one JSON object a "
+            f"line with {fields}{how}")
+
+
+def _qrels_elsewhere(root: Path, split: str) -> str:
+    """A qrels file the benchmark does not read under another name or place (``qrels/test.csv``, ``qrels.tsv`` or
+    ``test.tsv`` beside corpus.jsonl), named with the name to give it."""
+    wanted = root / "qrels" / f"{split}.tsv"
+    qrels = root / "qrels"
+    near = [p for p in qrels.glob(f"{split}.*") if p.suffix != ".tsv"] if qrels.is_dir() else []
+    near += [p for p in (root / "qrels.tsv", root / f"{split}.tsv", root / "qrels.txt") if p.is_file()]
+    if not near:
+        return ""
+    return (f"; {near[0]} is not read: the benchmark reads qrels/<split>.tsv, so move it to {wanted} "
+            "(columns separated by tabs or spaces)")
 
 
 def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool

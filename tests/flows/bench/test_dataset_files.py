@@ -1,0 +1,79 @@
+"""A dataset folder as a new user first gives it: a typo in its path, a corpus or qrels file under another name.
+Each is refused naming what is there and what to do, not only what is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.bench.dataset import load_dataset
+from flows.bench.errors import BenchError
+
+CORPUS = [{"_id": "d1", "title": "Aspirin", "text": "Daily low-dose aspirin reduces heart attacks."},
+          {"_id": "d2", "title": "", "text": "Caffeine delays sleep onset."}]
+QUERIES = [{"_id": "q1", "text": "does aspirin prevent heart attacks"}, {"_id": "q2", "text": "coffee and sleep"}]
+QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n"
+
+
+def write(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS), encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES), encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text(QRELS, encoding="utf-8")
+    return root
+
+
+def refused(folder, field: str = "dataset") -> str:
+    with pytest.raises(BenchError) as err:
+        load_dataset(folder)
+    assert err.value.field == field
+    return err.value.message
+
+
+@pytest.mark.parametrize("given, meant", [
+    ("data/scifcat", "data/scifact"), ("dat/scifact", "data/scifact"), ("data/Scifact/", "data/scifact"),
+])
+def test_a_misspelt_dataset_folder_names_the_folder_meant_as_the_path_was_given(tmp_path, monkeypatch, given, meant):
+    write(tmp_path / "data" / "scifact")
+    monkeypatch.chdir(tmp_path)
+    assert refused(given) == (f"dataset folder '{given}' does not exist (a relative path, read from {tmp_path}); "
+                              f"did you mean '{meant}'?")
+    assert refused(tmp_path / given).endswith(f"; did you mean '{tmp_path / meant}'?")
+    assert "did you mean" not in refused("data/nothing_like_it")  # no folder close to it: no guess
+
+
+def test_a_corpus_as_csv_is_named_with_a_command_that_writes_the_jsonl_the_benchmark_reads(tmp_path):
+    """'has no corpus.jsonl' left a user with corpus.csv guessing the format; the command given writes it."""
+    import csv
+
+    root = write(tmp_path / "d")
+    (root / "corpus.jsonl").unlink()
+    with open(root / "corpus.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=["_id", "title", "text"])
+        writer.writeheader()
+        writer.writerows(CORPUS)
+    message = refused(root)
+    assert message.startswith(f"dataset folder '{root}' has no corpus.jsonl (BEIR layout: corpus.jsonl, "
+                              "queries.jsonl, qrels/<split>.tsv); it has corpus.csv, which the benchmark does not "
+                              "read: write corpus.jsonl beside it, one JSON object a line with _id, title, text")
+    command = message.split('python -c "', 1)[1].rsplit('"', 1)[0]
+    exec(command, {})  # as the shell hands it to python -c: no character in it is the shell's
+    assert [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()] == CORPUS
+    assert load_dataset(root).documents == 2
+
+
+def test_a_missing_queries_file_names_what_the_folder_holds(tmp_path):
+    root = write(tmp_path / "d")
+    (root / "queries.jsonl").rename(root / "topics.jsonl")
+    assert refused(root).endswith("; the folder holds corpus.jsonl, qrels, topics.jsonl")
+
+
+@pytest.mark.parametrize("where", ["qrels/test.csv", "qrels.tsv", "test.tsv"])
+def test_a_qrels_file_elsewhere_is_named_with_where_to_move_it(tmp_path, where):
+    root = write(tmp_path / "d")
+    (root / "qrels" / "test.tsv").rename(root / where)
+    message = refused(root, "split")
+    assert message.endswith(f"; {root / where} is not read: the benchmark reads qrels/<split>.tsv, so move it to "
+                            f"{root / 'qrels' / 'test.tsv'} (columns separated by tabs or spaces)")
