@@ -277,8 +277,11 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
     if (broken := first_broken_text(record)) is not None:  # JSON's "\ud800": no table, index or answer holds it
         raise SpecError(f"{where}: {broken[0]} {broken[1]}", field="queries")
     qid, text = _pick(record, _ID_FIELDS), _pick(record, _TEXT_FIELDS)
-    if qid is None or text is None:
-        raise SpecError(f"{where}: a query needs an id (_id or qid) and a text (text or query)", field="queries")
+    if qid is None or text is None:  # said which, with the fields there: {"id", "question"} was told it lacked an id
+        lacks = " and ".join(what for what, value in ((f"an id ({' or '.join(_ID_FIELDS)})", qid),
+                                                      (f"a text ({' or '.join(_TEXT_FIELDS)})", text)) if value is None)
+        raise SpecError(f"{where}: a query needs {lacks}; its fields: {', '.join(map(repr, record)) or 'none'}",
+                        field="queries")
     if not isinstance(text, str) or isinstance(qid, (bool, list, dict)):  # ["a", "b"] was searched as "['a', 'b']"
         what, value = ("text", text) if not isinstance(text, str) else ("id", qid)
         raise SpecError(f"{where}: a query's {what} is a JSON string, not {json_kind(value)}"

@@ -71,7 +71,7 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
             raise SourceError(f"{path}, line {number}: expected 3 columns (query-id, corpus-id, score: BEIR) or 4 "
                               f"(qid, iteration, docno, relevance: TREC), separated by tabs or spaces; got "
                               f"{len(parts)} (more columns read by a first line naming them: "
-                              "'query-id corpus-id score note')", **_where(op))
+                              f"'query-id corpus-id score note'){_why_short(parts)}", **_where(op))
         try:
             grade = float(parts[2])
         except ValueError:
@@ -124,6 +124,16 @@ def _header_columns(cells: list[str]) -> tuple[int, int, int, int] | None:
     query = next((i for i, name in enumerate(names) if name in _HEADER_QUERIES), 0)
     doc = next((i for i, name in enumerate(names) if name in _HEADER_DOCS), 1)
     return query, doc, grade, len(cells)
+
+
+def _why_short(parts: list[str]) -> str:
+    """What a line of too few columns most likely is: a CSV's (its commas are no separator here), or pairs without
+    their grade."""
+    if len(parts) < 3 and any("," in part for part in parts):
+        return "; its columns are separated by commas, which a qrels file's are not: write tabs between them"
+    if len(parts) == 2:
+        return "; each judgement needs its grade, a third column (1: relevant, as in 'q1<TAB>d1<TAB>1')"
+    return ""
 
 
 def _is_number(text: str) -> bool:

@@ -128,7 +128,7 @@ def test_boms_json_arrays_and_jsonl_arrays(home, tmp_path, spec, tessera):
     (tmp_path / "bad.json").write_text('[{"_id": "a"}]')
     status, _, err = tessera("run", str(spec), "-q", str(tmp_path / "bad.json"), "--no-cache", home=home)
     assert status == 2
-    one_error(err, "query 1 of the array", "needs an id (_id or qid) and a text")
+    one_error(err, "query 1 of the array", "needs a text (query or text); its fields: '_id'")
 
 
 def test_a_json_lines_query_may_hold_unicode_line_separators(tmp_path, monkeypatch):

@@ -77,3 +77,24 @@ def test_a_qrels_file_elsewhere_is_named_with_where_to_move_it(tmp_path, where):
     message = refused(root, "split")
     assert message.endswith(f"; {root / where} is not read: the benchmark reads qrels/<split>.tsv, so move it to "
                             f"{root / 'qrels' / 'test.tsv'} (columns separated by tabs or spaces)")
+
+
+@pytest.mark.parametrize("qrels, said", [
+    (QRELS.replace("\t", ","), "; its columns are separated by commas, which a qrels file's are not: write tabs "
+                               "between them"),
+    ("q1\td1\nq2\td2\n", "; each judgement needs its grade, a third column (1: relevant, as in 'q1<TAB>d1<TAB>1')"),
+])
+def test_qrels_of_too_few_columns_say_what_they_most_likely_are(tmp_path, qrels, said):
+    """A CSV's qrels, or pairs without grades, said only 'got 1' or 'got 2' columns."""
+    root = write(tmp_path / "d")
+    (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+    assert refused(root).endswith(said)
+
+
+def test_a_query_without_a_text_field_says_which_field_it_lacks_and_the_fields_it_has(tmp_path):
+    """{"id": ..., "question": ...} was told 'a query needs an id (_id or qid) and a text', though 'id' is an id."""
+    root = write(tmp_path / "d")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"id": q["_id"], "question": q["text"]}) + "\n"
+                                                for q in QUERIES), encoding="utf-8")
+    assert refused(root) == (f"{root / 'queries.jsonl'}:1: a query needs a text (query or text); its fields: 'id', "
+                             "'question'")
