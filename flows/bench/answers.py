@@ -15,6 +15,7 @@ the flow left unanswered scores 0 on both, as does one it abstained on (``abstai
 from __future__ import annotations
 
 import json
+from itertools import islice
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -51,6 +52,22 @@ def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
             if qid in wanted and texts:
                 gold[qid] = texts
     return gold
+
+
+def held_by_queries(queries: Path) -> str:
+    """Gold answers written into ``queries.jsonl`` (where a QA set keeps them) are not read: say where they go."""
+    with open(queries, encoding="utf-8-sig", errors="replace") as f:
+        for line in islice(f, 20):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            held = [k for k in ("answer", "answers", "answer_aliases") if isinstance(row, dict) and k in row]
+            if held:
+                return (f" ({queries} holds {', '.join(map(repr, held))}, which the benchmark does not read: write "
+                        f"questions.jsonl beside it, one {{\"_id\": ..., \"answer\": ...}} a line, where an answer "
+                        "may be a list of correct answers)")
+    return ""
 
 
 #: A question's id, under the names queries.jsonl's may have (``flows.queries``): a questions file written beside

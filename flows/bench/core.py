@@ -63,9 +63,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
         _check_index_root(index_root, given=bool(options.index_dir))
     executor = _make_executor(options.executor, options.cache, options.cache_dir)
     qids = dataset.qids
-    unjudged = (f" ({dataset.unjudged} of queries.jsonl without a judgement in {dataset.split}.tsv are not run)"
-                if dataset.unjudged else "")
-    reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries{unjudged}, "
+    reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries{dataset.unjudged_note()}, "
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
     warnings = _dataset_warnings(dataset, options.min_relevance, ks)
     for warning in warnings:
@@ -174,7 +172,7 @@ def _gold_warnings(name: str, dataset: Dataset) -> list[str]:
     questions = dataset.root / "questions.jsonl"
     if not questions.is_file():
         return [f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold answers: no answer "
-                "measures"]
+                f"measures{answers.held_by_queries(dataset.root / 'queries.jsonl')}"]
     qids = dataset.qids
     without = [q for q in qids if q not in dataset.answers]
     if not without:

@@ -60,6 +60,12 @@ class Dataset:
                          "ingestion does, and a later copy is never searched; give each document its own id")
         return found
 
+    def unjudged_note(self) -> str:
+        """`` (N of queries.jsonl without a judgement in SPLIT.tsv are not run)``, or nothing: said after the count of
+        queries benchmarked on the console, in report.md and (``unjudged``) in bench.json."""
+        return (f" ({self.unjudged} of queries.jsonl without a judgement in {self.split}.tsv are not run)"
+                if self.unjudged else "")
+
     @property
     def name(self) -> str:
         return self.root.name

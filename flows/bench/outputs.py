@@ -91,7 +91,8 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
     o = result.options
     return {
         "tessera": code_version(),
-        "dataset": {"path": str(d.root), "split": d.split, "queries": len(d.qids), "judgements": d.qrels.num_rows,
+        "dataset": {"path": str(d.root), "split": d.split, "queries": len(d.qids), "unjudged": d.unjudged,
+                    "judgements": d.qrels.num_rows,
                     "queries_sha256": d.queries_fingerprint(), "qrels_sha256": d.qrels_fingerprint()},
         "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
                     "executor": o.executor, "limit": o.limit, "cache": o.cache,

@@ -75,7 +75,8 @@ def _p(x: float) -> str:
 def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     d, o = result.dataset, result.options
     lines = [f"# Benchmark: {d.name} ({d.split})", "",
-             f"{len(d.qids)} judged queries, {d.qrels.num_rows} judgements; cutoffs {', '.join(map(str, result.ks))}; "
+             f"{len(d.qids)} judged queries{d.unjudged_note()}, {d.qrels.num_rows} judgements; "
+             f"cutoffs {', '.join(map(str, result.ks))}; "
              f"baseline{'s' if len(result.baselines) > 1 else ''} {', '.join(result.baselines)}; "
              f"{'paired t-test' if o.test == 't' else 'Wilcoxon signed-rank test'}, "
              f"correction {o.correction} (per baseline and measure, over the other flows); relevant: judged "

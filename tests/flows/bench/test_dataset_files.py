@@ -98,3 +98,31 @@ def test_a_query_without_a_text_field_says_which_field_it_lacks_and_the_fields_i
                                                 for q in QUERIES), encoding="utf-8")
     assert refused(root) == (f"{root / 'queries.jsonl'}:1: a query needs a text (query or text); its fields: 'id', "
                              "'question'")
+
+
+def test_queries_without_a_judgement_are_counted_in_bench_json_and_the_report_not_only_on_the_console(tmp_path,
+                                                                                                      bench):
+    """With --quiet the console's dataset line is not shown, and bench.json and report.md said '2 judged queries'
+    alone: a third of the user's queries left out of every mean without a word in any file."""
+    root = write(tmp_path / "d")
+    with open(root / "queries.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "q9", "text": "a query nobody judged"}) + "\n")
+    status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow", "--quiet",
+                           "--k", "1")
+    assert status == 0, err
+    assert json.loads((tmp_path / "out" / "bench.json").read_text())["dataset"]["unjudged"] == 1
+    said = "2 judged queries (1 of queries.jsonl without a judgement in test.tsv are not run), 2 judgements;"
+    assert said in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_gold_answers_written_into_queries_jsonl_are_said_to_go_into_questions_jsonl(tmp_path):
+    """A QA set's answers beside its queries' texts gave 'has no questions.jsonl with gold answers' alone."""
+    from flows.bench.core import _gold_warnings
+
+    root = write(tmp_path / "d")
+    (root / "queries.jsonl").write_text("".join(json.dumps({**q, "answers": ["yes"]}) + "\n" for q in QUERIES),
+                                        encoding="utf-8")
+    assert _gold_warnings("rag", load_dataset(root)) == [
+        f"flow 'rag' answers, but {root} has no questions.jsonl with gold answers: no answer measures "
+        f"({root / 'queries.jsonl'} holds 'answers', which the benchmark does not read: write questions.jsonl beside "
+        "it, one {\"_id\": ..., \"answer\": ...} a line, where an answer may be a list of correct answers)"]
