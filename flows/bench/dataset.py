@@ -216,7 +216,8 @@ def _held_instead(root: Path, stem: str) -> str:
     names = sorted(p.name for p in root.iterdir())
     other = next((n for n in names if n.lower().startswith(stem + ".") and n.lower() != f"{stem}.jsonl"), None)
     if other is None:
-        return f"; the folder holds {', '.join(names) or 'nothing'}"
+        more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+        return f"; the folder holds {', '.join(names[:8]) or 'nothing'}{more}"
     fields = "_id, title, text" if stem == "corpus" else "_id, text"
     how = ""
     if other.lower().endswith(".csv"):  # a header line names the fields, as csv.DictReader reads it

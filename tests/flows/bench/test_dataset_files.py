@@ -126,3 +126,9 @@ def test_gold_answers_written_into_queries_jsonl_are_said_to_go_into_questions_j
         f"flow 'rag' answers, but {root} has no questions.jsonl with gold answers: no answer measures "
         f"({root / 'queries.jsonl'} holds 'answers', which the benchmark does not read: write questions.jsonl beside "
         "it, one {\"_id\": ..., \"answer\": ...} a line, where an answer may be a list of correct answers)"]
+
+
+def test_a_folder_of_datasets_given_as_one_names_a_few_of_what_it_holds(tmp_path):
+    for name in "abcdefghij":
+        write(tmp_path / name)
+    assert refused(tmp_path).endswith("; the folder holds a, b, c, d, e, f, g, h and 2 more")
