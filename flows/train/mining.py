@@ -88,6 +88,22 @@ def check_split(split: str, allow_eval_split: bool) -> None:
                          "musique_train100_hipporag)", field="split")
 
 
+def _check_split_there(root: Path, split: str, allow_eval_split: bool) -> None:
+    """A missing split named with those training may read: 'the only split there is test: give --split test' was
+    the benchmark's advice, which ``check_split`` then refused."""
+    from operators.sources._beir_files import qrels_splits
+
+    splits = qrels_splits(root) if root.is_dir() and not (root / "qrels" / f"{split}.tsv").is_file() else []
+    usable = [s for s in splits if allow_eval_split or s.lower() not in EVALUATION_SPLITS]
+    if splits and len(usable) < len(splits):
+        there = (f"give --split {usable[0]}" if len(usable) == 1 else f"give --split with one of {', '.join(usable)}"
+                 if usable else f"add qrels/{split}.tsv of training judgements, or give --split {splits[0]} "
+                 "--allow-eval-split if the set is a training set whose only qrels file has that name")
+        raise TrainError(f"no qrels file '{root / 'qrels' / split}.tsv' (splits there: {', '.join(splits)}; "
+                         f"{', '.join(s for s in splits if s not in usable)} is for evaluation, which training never "
+                         f"reads: {there})", field="split")
+
+
 def load_training_split(folder: str | Path, split: str, *, limit: int | None = None,
                         allow_eval_split: bool = False, where: str = ""):
     """The dataset (``flows.bench.dataset.Dataset``) restricted to ``split``; refuses evaluation splits.
@@ -98,6 +114,7 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 
     try:
         check_split(split, allow_eval_split)
+        _check_split_there(Path(folder).expanduser(), split, allow_eval_split)
         # no TREC run is written, and pseudo-queries need no judgement
         return load_dataset(folder, split=split, limit=limit, benchmarked=False)
     except (BenchError, TrainError) as err:

@@ -70,3 +70,27 @@ def test_pseudo_queries_read_a_corpus_with_a_byte_order_mark(tmp_path):
     corpus.write_bytes(("\ufeff" + first + "\r\n").encode("utf-8") + corpus.read_bytes()[3:])
     drawn = pseudo_queries(corpus, SyntheticParams(queries=1, min_words=3))
     assert [(p.qid, p.docno) for p in drawn] == [("pseudo-d0", "d0")]
+
+
+@pytest.mark.parametrize("splits, said", [
+    (["test"], "(splits there: test; test is for evaluation, which training never reads: add qrels/train.tsv of "
+               "training judgements, or give --split test --allow-eval-split if the set is a training set whose only "
+               "qrels file has that name)"),
+    (["dev", "mine"], "(splits there: dev, mine; dev is for evaluation, which training never reads: give --split "
+                      "mine)"),
+])
+def test_a_set_without_a_train_split_is_not_told_to_give_an_evaluation_split(tmp_path, splits, said):
+    """A set of qrels/test.tsv alone was told 'the only split there is 'test': give --split test', which training
+    then refused as an evaluation split."""
+    from flows.train.errors import TrainError
+    from flows.train.mining import load_training_split
+
+    data = _dataset(tmp_path / "d", "q1\td1\t1\n")
+    (data / "qrels" / "train.tsv").unlink()
+    for split in splits:
+        (data / "qrels" / f"{split}.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
+    with pytest.raises(TrainError) as err:
+        load_training_split(data, "train")
+    assert err.value.field == "split"
+    assert err.value.message == f"no qrels file '{data / 'qrels' / 'train.tsv'}' {said}"
+    assert load_training_split(data, splits[0], allow_eval_split=True).split == splits[0]
