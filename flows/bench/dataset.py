@@ -224,7 +224,7 @@ def _held_instead(root: Path, stem: str) -> str:
         how = (f" (from a CSV whose first line names them: python -c \"import csv, json; open('{root / stem}.jsonl', "
                f"'w', encoding='utf-8').writelines(json.dumps(r, ensure_ascii=False) + '\\n' for r in "
                f"csv.DictReader(open('{root / other}', newline='', encoding='utf-8')))\")")
-    return (f"; it has {other}, which the benchmark does not read: write {stem}.jsonl beside it, one JSON object a "
+    return (f"; it has {other}, which is not read: write {stem}.jsonl beside it, one JSON object a "
             f"line with {fields}{how}")
 
 
@@ -237,7 +237,7 @@ def _qrels_elsewhere(root: Path, split: str) -> str:
     near += [p for p in (root / "qrels.tsv", root / f"{split}.tsv", root / "qrels.txt") if p.is_file()]
     if not near:
         return ""
-    return (f"; {near[0]} is not read: the benchmark reads qrels/<split>.tsv, so move it to {wanted} "
+    return (f"; {near[0]} is not read: qrels are read from qrels/<split>.tsv, so move it to {wanted} "
             "(columns separated by tabs or spaces)")
 
 

@@ -56,8 +56,8 @@ def test_a_corpus_as_csv_is_named_with_a_command_that_writes_the_jsonl_the_bench
         writer.writerows(CORPUS)
     message = refused(root)
     assert message.startswith(f"dataset folder '{root}' has no corpus.jsonl (BEIR layout: corpus.jsonl, "
-                              "queries.jsonl, qrels/<split>.tsv); it has corpus.csv, which the benchmark does not "
-                              "read: write corpus.jsonl beside it, one JSON object a line with _id, title, text")
+                              "queries.jsonl, qrels/<split>.tsv); it has corpus.csv, which is not read: write "
+                              "corpus.jsonl beside it, one JSON object a line with _id, title, text")
     command = message.split('python -c "', 1)[1].rsplit('"', 1)[0]
     exec(command, {})  # as the shell hands it to python -c: no character in it is the shell's
     assert [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()] == CORPUS
@@ -75,7 +75,7 @@ def test_a_qrels_file_elsewhere_is_named_with_where_to_move_it(tmp_path, where):
     root = write(tmp_path / "d")
     (root / "qrels" / "test.tsv").rename(root / where)
     message = refused(root, "split")
-    assert message.endswith(f"; {root / where} is not read: the benchmark reads qrels/<split>.tsv, so move it to "
+    assert message.endswith(f"; {root / where} is not read: qrels are read from qrels/<split>.tsv, so move it to "
                             f"{root / 'qrels' / 'test.tsv'} (columns separated by tabs or spaces)")
 
 
