@@ -41,6 +41,7 @@ class Dataset:
     unknown_docs: tuple[str, ...] = ()  # the document of each of those judgements that corpus.jsonl lacks
     repeated_docs: tuple[str, ...] = ()  # each corpus id given again after its first line (the index keeps the first)
     documents: int = 0  # the ids corpus.jsonl holds, each once
+    no_id: tuple[int, int, tuple[str, ...]] = (0, 0, ())  # documents without an id: how many, the first's line, fields
 
     def warnings(self) -> list[str]:
         """What makes judged queries count less than a reader would think: ids that match nothing."""
@@ -49,6 +50,11 @@ class Dataset:
         if self.missing:
             found.append(f"{self.missing} judged queries of {qrels} are not in {self.root / 'queries.jsonl'} and are "
                          f"not evaluated (such as {shown_ids(self.missing_examples)}): {SAME_IDS}")
+        if self.no_id[0]:
+            count, line, fields = self.no_id
+            found.append(f"{count} document(s) of {self.corpus} have no id (such as line {line}, whose fields are "
+                         f"{', '.join(map(repr, fields))}): {_ID_NAMES}; the index gives each a made-up id, which no "
+                         "judgement names, so they are searched but never found relevant")
         if self.unknown_docs:
             shown = shown_ids(dict.fromkeys(self.unknown_docs))
             found.append(f"{len(self.unknown_docs)} of the {self.relevant} relevant judgements of {qrels} name a "
@@ -162,11 +168,12 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"no judgement of {qrels_path} for the queries benchmarked is relevant (above 0): every "
                          "query would score 0; a split of judgements above 0 is needed", field="dataset")
     wanted = set(relevant)
-    found, some_ids, repeated, documents = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
+    found, some_ids, repeated, documents, no_id = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
     if benchmarked and relevant and not some_ids:  # "its ids: ;" before
-        raise BenchError(f"{corpus} holds no document (a JSON object a line, with its _id): every query would "
-                         "score 0", field="dataset")
+        what = (f"no document with an id ({_ID_NAMES}; line {no_id[1]}'s fields: {', '.join(map(repr, no_id[2]))})"
+                if no_id[0] else "no document (a JSON object a line, with its _id)")
+        raise BenchError(f"{corpus} holds {what}: every query would score 0", field="dataset")
     if benchmarked and relevant and len(unknown) == len(relevant):
         raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
                          f"{shown_ids(some_ids)}; the judged ones: {shown_ids(dict.fromkeys(unknown))}): every query "
@@ -179,7 +186,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                    unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(missing),
                    answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()),
                    missing_examples=tuple(missing[:3]), relevant=len(relevant),
-                   unknown_docs=unknown, repeated_docs=repeated, documents=documents)
+                   unknown_docs=unknown, repeated_docs=repeated, documents=documents, no_id=no_id)
 
 
 def _other_splits(splits: list[str]) -> str:
@@ -241,12 +248,17 @@ def _qrels_elsewhere(root: Path, split: str) -> str:
             "(columns separated by tabs or spaces)")
 
 
+#: Where a document's id is read from, as ingestion reads it (``operators.sources._documents.default_id``).
+_ID_NAMES = "a document's id is its '_id', else its 'docno', 'id' or 'doc_id'"
+
+
 def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool
-                ) -> tuple[set[str], list[str], tuple[str, ...], int]:
+                ) -> tuple[set[str], list[str], tuple[str, ...], int, tuple[int, int, tuple[str, ...]]]:
     """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), its first few ids, each id that
     repeats an earlier line's (ingestion keeps the first copy, silently for a benchmark: its ledger is not read),
-    and how many ids it holds; a line that is not a JSON object is left to ingestion, which records it as a
-    failure. An id with whitespace is refused unless ``spaced_ok``."""
+    how many ids it holds, and how many objects have no id (ingestion makes one up from the content, which no
+    judgement names: a ``docid`` field, say), with the first one's line and fields; a line that is not a JSON object
+    is left to ingestion, which records it as a failure. An id with whitespace is refused unless ``spaced_ok``."""
     import json
 
     from operators.sources._common import default_id
@@ -255,6 +267,7 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool
     first: list[str] = []
     seen: set[str] = set()
     repeated: list[str] = []
+    no_id: list = [0, 0, ()]
     with open(corpus, encoding="utf-8-sig", errors="replace") as f:
         for number, line in enumerate(f, 1):
             try:
@@ -263,6 +276,8 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool
                 continue
             key = default_id(doc) if isinstance(doc, dict) else None
             if key is None:
+                if isinstance(doc, dict):
+                    no_id = [no_id[0] + 1, no_id[1] or number, no_id[2] or tuple(doc)]
                 continue
             if not spaced_ok and _spaced(key):
                 raise BenchError(f"{corpus} line {number}: document id {key!r} {_NOT_IN_TREC}", field="dataset")
@@ -273,4 +288,4 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool
             seen.add(key)
             if key in wanted:
                 found.add(key)
-    return found, first, tuple(repeated), len(seen)
+    return found, first, tuple(repeated), len(seen), tuple(no_id)

@@ -132,3 +132,21 @@ def test_a_folder_of_datasets_given_as_one_names_a_few_of_what_it_holds(tmp_path
     for name in "abcdefghij":
         write(tmp_path / name)
     assert refused(tmp_path).endswith("; the folder holds a, b, c, d, e, f, g, h and 2 more")
+
+
+def test_documents_without_an_id_field_are_named_with_their_fields_not_taken_for_an_empty_corpus(tmp_path):
+    """A corpus of {"docid": ...} lines (MS MARCO's, pyserini's name) was refused as holding 'no document', and one
+    of such lines among others was indexed under made-up ids, each relevant one then counted as missing from it."""
+    root = write(tmp_path / "all")
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"docid": d["_id"], "text": d["text"]}) + "\n"
+                                               for d in CORPUS), encoding="utf-8")
+    assert refused(root) == (f"{root / 'corpus.jsonl'} holds no document with an id (a document's id is its '_id', "
+                             "else its 'docno', 'id' or 'doc_id'; line 1's fields: 'docid', 'text'): every query "
+                             "would score 0")
+    some = write(tmp_path / "some")
+    with open(some / "corpus.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"docid": "d3", "title": "", "text": "Sleep and memory."}) + "\n")
+    assert load_dataset(some).warnings() == [
+        f"1 document(s) of {some / 'corpus.jsonl'} have no id (such as line 3, whose fields are 'docid', 'title', "
+        "'text'): a document's id is its '_id', else its 'docno', 'id' or 'doc_id'; the index gives each a made-up "
+        "id, which no judgement names, so they are searched but never found relevant"]
