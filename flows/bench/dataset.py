@@ -171,9 +171,10 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     found, some_ids, repeated, documents, no_id = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
     if benchmarked and relevant and not some_ids:  # "its ids: ;" before
-        what = (f"no document with an id ({_ID_NAMES}; line {no_id[1]}'s fields: {', '.join(map(repr, no_id[2]))})"
-                if no_id[0] else "no document (a JSON object a line, with its _id)")
-        raise BenchError(f"{corpus} holds {what}: every query would score 0", field="dataset")
+        what, why = ((f"no document with an id ({_ID_NAMES}; line {no_id[1]}'s fields: "
+                      f"{', '.join(map(repr, no_id[2]))})", "") if no_id[0]
+                     else ("no document (a JSON object a line, with its _id)", _not_json_lines(corpus)))
+        raise BenchError(f"{corpus} holds {what}: every query would score 0{why}", field="dataset")
     if benchmarked and relevant and len(unknown) == len(relevant):
         raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
                          f"{shown_ids(some_ids)}; the judged ones: {shown_ids(dict.fromkeys(unknown))}): every query "
@@ -246,6 +247,19 @@ def _qrels_elsewhere(root: Path, split: str) -> str:
         return ""
     return (f"; {near[0]} is not read: qrels are read from qrels/<split>.tsv, so move it to {wanted} "
             "(columns separated by tabs or spaces)")
+
+
+def _not_json_lines(corpus: Path) -> str:
+    """Why a corpus of lines gave no document: its first line that is not blank, which is no JSON object (a JSON
+    array's ``[``, a pretty-printed file's)."""
+    with open(corpus, encoding="utf-8-sig", errors="replace") as f:
+        line = next(((n, text.strip()) for n, text in enumerate(f, 1) if text.strip()), None)
+    if line is None:
+        return ""
+    if line[1].startswith("["):
+        return (f"; it is one JSON array (line {line[0]}: {line[1][:40]!r}), not JSON lines: write each document's "
+                "object on a line of its own")
+    return f"; line {line[0]} is not a JSON object: {line[1][:60]!r}"
 
 
 #: Where a document's id is read from, as ingestion reads it (``operators.sources._documents.default_id``).

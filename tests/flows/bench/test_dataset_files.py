@@ -150,3 +150,16 @@ def test_documents_without_an_id_field_are_named_with_their_fields_not_taken_for
         f"1 document(s) of {some / 'corpus.jsonl'} have no id (such as line 3, whose fields are 'docid', 'title', "
         "'text'): a document's id is its '_id', else its 'docno', 'id' or 'doc_id'; the index gives each a made-up "
         "id, which no judgement names, so they are searched but never found relevant"]
+
+
+@pytest.mark.parametrize("indent, line", [(None, "[{\"_id\": \"d1\", \"title\": \"Aspirin\", \"text"), (2, "[")])
+def test_a_corpus_written_as_one_json_array_is_said_to_be_one(tmp_path, indent, line):
+    """A corpus.jsonl holding a JSON array (json.dump's file, pretty-printed or not) was refused as holding 'no
+    document (a JSON object a line, with its _id)', which a file of objects seems to be."""
+    root = write(tmp_path / "d")
+    (root / "corpus.jsonl").write_text(json.dumps(CORPUS, indent=indent), encoding="utf-8")
+    assert refused(root) == (f"{root / 'corpus.jsonl'} holds no document (a JSON object a line, with its _id): every "
+                             f"query would score 0; it is one JSON array (line 1: {line!r}), not JSON lines: write "
+                             "each document's object on a line of its own")
+    (root / "corpus.jsonl").write_text("_id,title,text\nd1,Aspirin,Daily aspirin\n", encoding="utf-8")
+    assert refused(root).endswith("every query would score 0; line 1 is not a JSON object: '_id,title,text'")
