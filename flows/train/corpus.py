@@ -1,7 +1,7 @@
 """The corpus file mining reads: checked before any index is built, and its texts by id, first copy wins.
 
 A corpus that is not JSONL (a TSV file named ``corpus.jsonl``), holds no document, or has
-records without a ``text`` field would otherwise build an empty index (minutes on a real
+records without an id or a ``text`` field would otherwise build an empty index (minutes on a real
 corpus) and then fail with a JSON traceback, so ``check_corpus`` reads it first and names
 the file and line. Ids are read as ingestion reads them (``default_id``: ``_id``, then ``docno``, ``id``,
 ``doc_id``), and a repeated id keeps its first copy, as ingestion does
@@ -23,7 +23,7 @@ _SHOWN = 80
 
 def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
     """Raise a one-line ``TrainError`` naming ``corpus`` (and the line) unless every non-blank line is a JSON
-    object with a ``text`` field and there is at least one; returns how many ids repeat an earlier one."""
+    object with an id and a ``text`` field and there is at least one; returns how many ids repeat an earlier one."""
     seen: set[str] = set()
     documents = repeated = 0
     try:
@@ -34,9 +34,12 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
                 doc = _record(corpus, number, line, field)
                 documents += 1
                 key = default_id(doc)
-                if key is not None:
-                    repeated += key in seen
-                    seen.add(key)
+                if key is None:  # a 'docid': every pseudo-query of such documents was 'pseudo-', refused as repeated
+                    raise TrainError(f"corpus {corpus} line {number} has no id (fields: {', '.join(doc) or 'none'}): "
+                                     "a document's id is its '_id', else its 'docno', 'id' or 'doc_id', as the qrels "
+                                     "name it", field=field)
+                repeated += key in seen
+                seen.add(key)
     except UnicodeDecodeError as err:
         raise TrainError(f"corpus {corpus} is not UTF-8 text ({err.reason} at byte {err.start}): corpus.jsonl holds "
                          "one JSON object per line", field=field) from None

@@ -167,7 +167,11 @@ def test_a_corpus_that_is_not_jsonl_or_is_empty_fails_before_an_index_is_built(b
     cases = {"tsv": (tsv, "line 1 is not JSON"), "empty": ("", "is empty"),
              "untexted": (json.dumps(docs[0]) + "\n" + json.dumps({"_id": "x", "body": "b"}) + "\n",
                           "line 2 has no 'text' field (fields: _id, body)"),
-             "list": ("\n[1, 2]\n", "line 2 is a JSON list, not an object")}
+             "list": ("\n[1, 2]\n", "line 2 is a JSON list, not an object"),
+             # a 'docid' (MS MARCO's name): its pseudo-queries were all 'pseudo-', refused as one qid given twice
+             "unnamed": (json.dumps(docs[0]) + "\n" + json.dumps({"docid": "x", "text": "A text."}) + "\n",
+                         "line 2 has no id (fields: docid, text): a document's id is its '_id', else its 'docno', "
+                         "'id' or 'doc_id'")}
     for name, (corpus, problem) in cases.items():
         data = _variant(base, tmp_path / name, corpus=corpus)
         with pytest.raises(TrainError) as err:
