@@ -227,11 +227,13 @@ def _held_instead(root: Path, stem: str) -> str:
         more = f" and {len(names) - 8} more" if len(names) > 8 else ""
         return f"; the folder holds {', '.join(names[:8]) or 'nothing'}{more}"
     fields = "_id, title, text" if stem == "corpus" else "_id, text"
+    rows = {".csv": ("csv", f"csv.DictReader(open('{root / other}', newline='', encoding='utf-8'))"),
+            ".parquet": ("pyarrow.parquet", f"pyarrow.parquet.read_table('{root / other}').to_pylist()")}
     how = ""
-    if other.lower().endswith(".csv"):  # a header line names the fields, as csv.DictReader reads it
-        how = (f" (from a CSV whose first line names them: python -c \"import csv, json; open('{root / stem}.jsonl', "
-               f"'w', encoding='utf-8').writelines(json.dumps(r, ensure_ascii=False) + '\\n' for r in "
-               f"csv.DictReader(open('{root / other}', newline='', encoding='utf-8')))\")")
+    if (read := rows.get(Path(other).suffix.lower())) is not None:  # a CSV's first line names its fields
+        how = (f" (from {other}, its columns named so: python -c \"import json, {read[0]}; open('{root / stem}.jsonl', "
+               f"'w', encoding='utf-8').writelines(json.dumps(r, ensure_ascii=False, default=str) + '\\n' for r in "
+               f"{read[1]})\")")
     return (f"; it has {other}, which is not read: write {stem}.jsonl beside it, one JSON object a "
             f"line with {fields}{how}")
 

@@ -44,20 +44,29 @@ def test_a_misspelt_dataset_folder_names_the_folder_meant_as_the_path_was_given(
     assert "did you mean" not in refused("data/nothing_like_it")  # no folder close to it: no guess
 
 
-def test_a_corpus_as_csv_is_named_with_a_command_that_writes_the_jsonl_the_benchmark_reads(tmp_path):
-    """'has no corpus.jsonl' left a user with corpus.csv guessing the format; the command given writes it."""
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_corpus_as_a_table_is_named_with_a_command_that_writes_the_jsonl_the_benchmark_reads(tmp_path, suffix):
+    """'has no corpus.jsonl' left a user with corpus.csv (or BEIR's Parquet) guessing the format; the command given
+    writes it."""
     import csv
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     root = write(tmp_path / "d")
     (root / "corpus.jsonl").unlink()
-    with open(root / "corpus.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["_id", "title", "text"])
-        writer.writeheader()
-        writer.writerows(CORPUS)
+    if suffix == ".csv":
+        with open(root / "corpus.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=["_id", "title", "text"])
+            writer.writeheader()
+            writer.writerows(CORPUS)
+    else:
+        pq.write_table(pa.Table.from_pylist(CORPUS), root / "corpus.parquet")
     message = refused(root)
     assert message.startswith(f"dataset folder '{root}' has no corpus.jsonl (BEIR layout: corpus.jsonl, "
-                              "queries.jsonl, qrels/<split>.tsv); it has corpus.csv, which is not read: write "
-                              "corpus.jsonl beside it, one JSON object a line with _id, title, text")
+                              f"queries.jsonl, qrels/<split>.tsv); it has corpus{suffix}, which is not read: write "
+                              f"corpus.jsonl beside it, one JSON object a line with _id, title, text (from "
+                              f"corpus{suffix}, its columns named so: python -c \"")
     command = message.split('python -c "', 1)[1].rsplit('"', 1)[0]
     exec(command, {})  # as the shell hands it to python -c: no character in it is the shell's
     assert [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()] == CORPUS
