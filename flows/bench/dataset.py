@@ -168,6 +168,7 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"no judgement of {qrels_path} for the queries benchmarked is relevant (above 0): every "
                          "query would score 0; a split of judgements above 0 is needed", field="dataset")
     wanted = set(relevant)
+    _refuse_wide_text(corpus)
     found, some_ids, repeated, documents, no_id = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
     if benchmarked and relevant and not some_ids:  # "its ids: ;" before
@@ -249,6 +250,16 @@ def _qrels_elsewhere(root: Path, split: str) -> str:
         return ""
     return (f"; {near[0]} is not read: qrels are read from qrels/<split>.tsv, so move it to {wanted} "
             "(columns separated by tabs or spaces)")
+
+
+def _refuse_wide_text(corpus: Path) -> None:
+    """A UTF-16 corpus (a Windows export), which ingestion refuses too: read as UTF-8, its every line was taken for a
+    line that is no JSON object, and the refusal quoted its NUL bytes."""
+    from operators.sources.encoding import GUESS_BYTES, line_reader_refuses
+
+    with open(corpus, "rb") as f:
+        if (why := line_reader_refuses(f.read(GUESS_BYTES))) is not None:
+            raise BenchError(f"{corpus}: {why}", field="dataset")
 
 
 def _not_json_lines(corpus: Path) -> str:

@@ -172,3 +172,14 @@ def test_a_corpus_written_as_one_json_array_is_said_to_be_one(tmp_path, indent, 
                              "each document's object on a line of its own")
     (root / "corpus.jsonl").write_text("_id,title,text\nd1,Aspirin,Daily aspirin\n", encoding="utf-8")
     assert refused(root).endswith("every query would score 0; line 1 is not a JSON object: '_id,title,text'")
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-16-le", "UTF-16LE")])
+def test_a_utf16_corpus_is_said_to_be_utf16_not_quoted_as_nul_bytes(tmp_path, encoding, name):
+    """A corpus saved as UTF-16 (a Windows export) was refused as holding no document, quoting '\\x00"\\x00_\\x00i'."""
+    root = write(tmp_path / "d")
+    corpus = root / "corpus.jsonl"
+    corpus.write_bytes(corpus.read_text(encoding="utf-8").encode(encoding))
+    message = refused(root)
+    assert message.startswith(f"{corpus}: the file is {name} text (") and "\\x00" not in message
+    assert message.endswith(f"convert it to UTF-8 (iconv -f {name} -t UTF-8 FILE > NEW_FILE)")
