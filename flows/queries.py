@@ -41,7 +41,7 @@ from operators.unicode import blank, first_broken_text
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 
-_ID_FIELDS = ("qid", "_id", "query_id", "id")  # query_id: ir_datasets' name
+ID_FIELDS = ("qid", "_id", "query_id", "id")  # query_id: ir_datasets' name
 _TEXT_FIELDS = ("query", "text")
 
 
@@ -276,9 +276,9 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
                         field="queries")
     if (broken := first_broken_text(record)) is not None:  # JSON's "\ud800": no table, index or answer holds it
         raise SpecError(f"{where}: {broken[0]} {broken[1]}", field="queries")
-    qid, text = _pick(record, _ID_FIELDS), _pick(record, _TEXT_FIELDS)
+    qid, text = _pick(record, ID_FIELDS), _pick(record, _TEXT_FIELDS)
     if qid is None or text is None:  # said which, with the fields there: {"id", "question"} was told it lacked an id
-        lacks = " and ".join(what for what, value in ((f"an id ({' or '.join(_ID_FIELDS)})", qid),
+        lacks = " and ".join(what for what, value in ((f"an id ({' or '.join(ID_FIELDS)})", qid),
                                                       (f"a text ({' or '.join(_TEXT_FIELDS)})", text)) if value is None)
         raise SpecError(f"{where}: a query needs {lacks}; its fields: {', '.join(map(repr, record)) or 'none'}",
                         field="queries")
@@ -304,7 +304,7 @@ def _read_tsv(content: str, path: Path) -> Read:
         if len(parts) != 2:
             raise SpecError(f"{path}:{line_no}: expected 'qid<TAB>query'", field="queries")
         qid, text = parts[0].strip(), parts[1].strip()
-        if line_no == 1 and qid in _ID_FIELDS and text in _TEXT_FIELDS:
+        if line_no == 1 and qid in ID_FIELDS and text in _TEXT_FIELDS:
             continue  # header
         pairs.append((qid, text, f"{path}:{line_no}"))
     return pairs, []
@@ -325,7 +325,7 @@ def _read_columnar(path: Path) -> Read:
         table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
             column_types={name: pa.string() for name in names}))
     names = table.column_names
-    qid_col = next((n for n in _ID_FIELDS if n in names), None)
+    qid_col = next((n for n in ID_FIELDS if n in names), None)
     text_col = next((n for n in _TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
         raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flows.bench.errors import BenchError
+from flows.queries import ID_FIELDS
 
 MEASURES = ("AnswerEM", "AnswerF1")
 #: The per-query metadata key that holds a flow's answer.
@@ -70,9 +71,10 @@ def held_by_queries(queries: Path) -> str:
     return ""
 
 
-#: A question's id, under the names queries.jsonl's may have (``flows.queries``): a questions file written beside
-#: ``{"qid": ..., "query": ...}`` queries was refused as '('_id')', a Python KeyError's words.
-_ID_FIELDS = ("_id", "qid", "query_id", "id")
+#: A question's id, under the names queries.jsonl's may have, in the order they are read there
+#: (``flows.queries.ID_FIELDS``): a questions file written beside ``{"qid": ..., "query": ...}`` queries was refused
+#: as '('_id')', a Python KeyError's words, and a line holding both a ``qid`` and an ``_id`` was keyed by the other.
+_ID_FIELDS = ID_FIELDS
 
 
 def _question(row: Any) -> tuple[str, list[Any]]:

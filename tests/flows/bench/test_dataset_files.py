@@ -183,3 +183,16 @@ def test_a_utf16_corpus_is_said_to_be_utf16_not_quoted_as_nul_bytes(tmp_path, en
     message = refused(root)
     assert message.startswith(f"{corpus}: the file is {name} text (") and "\\x00" not in message
     assert message.endswith(f"convert it to UTF-8 (iconv -f {name} -t UTF-8 FILE > NEW_FILE)")
+
+
+def test_a_question_line_is_keyed_by_the_id_its_query_line_is(tmp_path):
+    """A line holding both a ``qid`` and an ``_id`` was the query ``qid`` in queries.jsonl and the question ``_id``
+    in questions.jsonl: its gold answer went to another query, or to none."""
+    from flows.bench import answers
+    from flows.queries import read_queries
+
+    line = {"qid": "q7", "_id": "row-1", "text": "Who wrote Carmen?", "answer": "Bizet"}
+    (tmp_path / "queries.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    (tmp_path / "questions.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    qids = read_queries(tmp_path / "queries.jsonl").column("qid").to_pylist()
+    assert answers.load_gold(tmp_path / "questions.jsonl", qids) == {qids[0]: ["Bizet"]}
