@@ -17,6 +17,7 @@ document matches is refused, with examples of the ids on both sides.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,13 +229,14 @@ def _held_instead(root: Path, stem: str) -> str:
         more = f" and {len(names) - 8} more" if len(names) > 8 else ""
         return f"; the folder holds {', '.join(names[:8]) or 'nothing'}{more}"
     fields = "_id, title, text" if stem == "corpus" else "_id, text"
-    rows = {".csv": ("csv", f"csv.DictReader(open('{root / other}', newline='', encoding='utf-8'))"),
-            ".parquet": ("pyarrow.parquet", f"pyarrow.parquet.read_table('{root / other}').to_pylist()")}
+    source, target = str(root / other), str(root / f"{stem}.jsonl")
+    rows = {".csv": ("csv", f"csv.DictReader(open({source!r}, newline='', encoding='utf-8'))"),
+            ".parquet": ("pyarrow.parquet", f"pyarrow.parquet.read_table({source!r}).to_pylist()")}
     how = ""
     if (read := rows.get(Path(other).suffix.lower())) is not None:  # a CSV's first line names its fields
-        how = (f" (from {other}, its columns named so: python -c \"import json, {read[0]}; open('{root / stem}.jsonl', "
-               f"'w', encoding='utf-8').writelines(json.dumps(r, ensure_ascii=False, default=str) + '\\n' for r in "
-               f"{read[1]})\")")
+        code = (f"import json, {read[0]}; open({target!r}, 'w', encoding='utf-8').writelines(json.dumps(r, "
+                f"ensure_ascii=False, default=str) + '\\n' for r in {read[1]})")
+        how = f" (from {other}, its columns named so: {shlex.join(['python', '-c', code])})"  # any folder's name
     return (f"; it has {other}, which is not read: write {stem}.jsonl beside it, one JSON object a "
             f"line with {fields}{how}")
 

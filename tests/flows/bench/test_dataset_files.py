@@ -47,13 +47,14 @@ def test_a_misspelt_dataset_folder_names_the_folder_meant_as_the_path_was_given(
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_a_corpus_as_a_table_is_named_with_a_command_that_writes_the_jsonl_the_benchmark_reads(tmp_path, suffix):
     """'has no corpus.jsonl' left a user with corpus.csv (or BEIR's Parquet) guessing the format; the command given
-    writes it."""
+    writes it, for a folder of any name (a quote in it broke the command's quoting)."""
     import csv
+    import shlex
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    root = write(tmp_path / "d")
+    root = write(tmp_path / "Bob's $HOME data")
     (root / "corpus.jsonl").unlink()
     if suffix == ".csv":
         with open(root / "corpus.csv", "w", newline="", encoding="utf-8") as f:
@@ -66,9 +67,10 @@ def test_a_corpus_as_a_table_is_named_with_a_command_that_writes_the_jsonl_the_b
     assert message.startswith(f"dataset folder '{root}' has no corpus.jsonl (BEIR layout: corpus.jsonl, "
                               f"queries.jsonl, qrels/<split>.tsv); it has corpus{suffix}, which is not read: write "
                               f"corpus.jsonl beside it, one JSON object a line with _id, title, text (from "
-                              f"corpus{suffix}, its columns named so: python -c \"")
-    command = message.split('python -c "', 1)[1].rsplit('"', 1)[0]
-    exec(command, {})  # as the shell hands it to python -c: no character in it is the shell's
+                              f"corpus{suffix}, its columns named so: python -c ")
+    argv = shlex.split(message.split("its columns named so: ", 1)[1].removesuffix(")"))  # as a shell splits it
+    assert argv[:2] == ["python", "-c"] and len(argv) == 3
+    exec(argv[2], {})
     assert [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()] == CORPUS
     assert load_dataset(root).documents == 2
 
