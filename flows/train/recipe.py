@@ -27,7 +27,8 @@ from flows.train import checkpoints
 from flows.train.errors import TrainError
 from flows.train.examples import check_judged, counts, own_examples, warn_too_few
 from flows.train.quiet import quiet_libraries
-from flows.train.mining import LabelledSet, MiningParams
+from flows.train.mining import MiningParams
+from flows.train.splits import LabelledSet
 from flows.train.recipe_file import (DATA_FREE_KINDS, KINDS, RECIPES_DIR, SECTION,  # noqa: F401 (re-exported)
                                      ColbertParams, Kind, Makes, TrainingSection, dataset_option, load_recipe,
                                      model_name, recipe_names, recipe_path, train_command)
@@ -138,7 +139,7 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
 
 
 def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
-    from flows.train.mining import check_split
+    from flows.train.splits import check_split
     from operators.models import models_dir
 
     started = time.perf_counter()

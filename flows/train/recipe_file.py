@@ -15,7 +15,8 @@ from flows import store
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
-from flows.train.mining import LabelledSet, MiningParams
+from flows.train.mining import MiningParams
+from flows.train.splits import LabelledSet
 from flows.train.static import StaticParams
 from flows.train.synthetic import ModelKind, SyntheticParams
 from operators.errors import SpecError

@@ -105,7 +105,7 @@ def _qrels_of(root: Path, split: str) -> dict[str, set[str]]:
 
 def test_evaluation_splits_missing_splits_and_unknown_kinds_are_clear_errors(slice_dir, home):
     from flows.train.errors import TrainError
-    from flows.train.mining import load_training_split
+    from flows.train.splits import load_training_split
     from flows.train.recipe import resolve_kinds
 
     with pytest.raises(TrainError, match="--allow-eval-split"):
@@ -281,7 +281,8 @@ def test_train_long_is_the_recipe_with_wikipedia_and_a_longer_cross_encoder_sche
 @pytest.mark.slow
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
-    from flows.train.mining import LabelledSet, MiningParams, mine
+    from flows.train.mining import MiningParams, mine
+    from flows.train.splits import LabelledSet
     from flows.train.recipe import TrainOptions, load_recipe, train
 
     if not (MUSIQUE / "qrels" / "test.tsv").is_file():

@@ -83,7 +83,7 @@ def test_a_set_without_a_train_split_is_not_told_to_give_an_evaluation_split(tmp
     """A set of qrels/test.tsv alone was told 'the only split there is 'test': give --split test', which training
     then refused as an evaluation split."""
     from flows.train.errors import TrainError
-    from flows.train.mining import load_training_split
+    from flows.train.splits import load_training_split
 
     data = _dataset(tmp_path / "d", "q1\td1\t1\n")
     (data / "qrels" / "train.tsv").unlink()
