@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from operators.unicode import first_broken_text, unicode_problem
+from operators.unicode import blank, first_broken_text, unicode_problem
 
 MAX_INPUTS = 2048  # OpenAI's limit on texts per embeddings request
 MAX_DOCUMENTS = 10_000  # Cohere's limit on documents per rerank request
@@ -40,9 +40,10 @@ def check_texts(texts: Sequence[str], item: str) -> None:
 
 def check_some_text(texts: Sequence[str], item: str) -> None:
     """Refuse an empty (or blank) text to embed, naming its position: its vector would mean nothing (OpenAI and
-    Cohere refuse one too)."""
+    Cohere refuse one too). Blank as a search's query is (``operators.unicode.blank``): a NUL or a zero-width space
+    alone, which ``str.strip`` keeps, was embedded."""
     for i, text in enumerate(texts):
-        if not text.strip():
+        if blank(text):
             raise ValueError(f"{item} {i} is empty")
 
 
@@ -147,7 +148,8 @@ class RerankBody(BaseModel):
     @field_validator("query")
     @classmethod
     def _query_has_text(cls, query: str) -> str:
-        if not query.strip():  # blanks alone: the scores would rank the documents by nothing the caller asked
+        if blank(query):  # blanks alone (a NUL, a zero-width space too, as /v1/search's): the scores would rank the
+            # documents by nothing the caller asked
             raise ValueError("query is blank: give the text to rank the documents by")
         return query
 

@@ -54,6 +54,30 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
     assert problem["loc"][0] == field and "lone surrogate" in problem["msg"]
 
 
+@pytest.mark.parametrize("model, body, field, says", [
+    ("schemas.RerankRequest", {"model": "m", "query": "\x00", "documents": ["d"]}, "query", "query is blank"),
+    ("schemas.RerankV2Request", {"model": "m", "query": "\u200b", "documents": ["d"]}, "query", "query is blank"),
+    ("schemas.EmbeddingsRequest", {"model": "m", "input": ["fine", "\u200b\x00"]}, "input", "text 1 is empty"),
+    ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "texts": ["\ufeff"]}, "texts",
+     "text 0 is empty"),
+    ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query",
+                                         "inputs": [{"content": [{"type": "text", "text": "\x00"}]}]}, "inputs",
+     "input 0 is empty"),
+])
+def test_a_query_or_text_of_invisible_characters_alone_is_blank_as_a_searchs(model, body, field, says):
+    """``str.strip`` keeps a NUL, a zero-width space and a byte-order mark: /v1/rerank ranked the documents by such a
+    query, and the embeddings routes embedded such a text (200s), where /v1/search refuses the same query as blank."""
+    import importlib
+
+    from pydantic import ValidationError
+
+    module, name = model.split(".")
+    with pytest.raises(ValidationError) as err:
+        getattr(importlib.import_module(f"serve.{module}"), name).model_validate(body)
+    (problem,) = err.value.errors()
+    assert problem["loc"][0] == field and says in problem["msg"], problem
+
+
 @pytest.mark.parametrize("document, field, says", [
     ({"id": "   ", "text": "x"}, "id", "the id is blank"),
     ({"id": "\t", "text": "x"}, "id", "the id is blank"),
