@@ -5,6 +5,7 @@ and the service's task routes, so a mosaicRAG client's body runs as it is."""
 from __future__ import annotations
 
 import json
+import math
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -63,8 +64,11 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         params = dict(params)
         if k == numbers[0]:
             params = {**top_params, **params}
+        if not isinstance(raw["id"], str):  # str() made null the operator 'None', and 5 the operator '5'
+            raise SpecError(f"must be an operator's name or alias (GET /pipeline/info lists them), got "
+                            f"{json_kind(raw['id'])}", step=str(k), field=f"{k}.id")
         try:
-            cls = get_operator(str(raw["id"]), step=str(k))
+            cls = get_operator(raw["id"], step=str(k))
         except UnknownOperatorError as err:  # named as the request wrote it, as the checks above name theirs
             err.field = f"{k}.id"
             raise
@@ -72,6 +76,8 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
+    if isinstance(query, float) and not math.isfinite(query):  # Python's JSON reads NaN: searched for as "nan"
+        raise SpecError(f"must be the query text, got {query}, a number JSON does not carry", field="query")
     if not _text_or_none(query):
         # str() would run a list's or an object's Python repr as the query ("['a', 'b']")
         raise SpecError(f"must be the query text, got {json_kind(query)}", field="query")

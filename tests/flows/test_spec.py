@@ -204,6 +204,21 @@ def test_mosaic_errors_name_the_step():
         assert err.value.field == key
 
 
+def test_a_mosaic_query_of_nan_or_an_infinity_and_a_step_id_that_is_no_name_are_refused_naming_the_field():
+    """Python's JSON reads ``NaN`` and ``Infinity``, so ``"query": NaN`` ran a task searching for "nan" (a native
+    body's ``query`` refuses any number); ``"id": null`` was looked up as the operator 'None', in Python's word."""
+    for query in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(SpecError, match="must be the query text, got .*, a number JSON does not carry") as err:
+            from_mosaic({"query": query, "1": {"id": "reduction"}})
+        assert err.value.field == "query"
+    assert from_mosaic({"query": 1.5, "1": {"id": "reduction"}})[1] == "1.5"  # a finite number is still its text
+    for step_id, kind in ((None, "null"), (5, "a number"), (["bm25"], "an array")):
+        with pytest.raises(SpecError) as err:
+            from_mosaic({"query": "q", "1": {"id": step_id}})
+        assert not isinstance(err.value, UnknownOperatorError) and err.value.field == "1.id", err.value
+        assert f"must be an operator's name or alias (GET /pipeline/info lists them), got {kind}" in str(err.value)
+
+
 def test_mosaic_yes_no_strings_become_booleans():
     spec, _ = from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": 2}}})
     assert spec.steps["1"].params == {"k": 2}
