@@ -26,6 +26,7 @@ from serve import (
     auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, routes_chat, routes_flows,
     routes_indices, routes_search, routes_tasks, routes_ui,
 )
+from serve import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
 from serve.errors import ApiError
 from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
 from serve.schemas import (
@@ -147,7 +148,7 @@ class ModelAPI:
         flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request), live)
         return ModelList(data=[*live, *flows]).model_dump(exclude_none=True)
 
-    @app.get("/v1/models/{model_id:path}")
+    @app.get("/v1/models/{model_id:text}")
     async def model(self, model_id: str, request: Request) -> dict[str, Any]:
         """OpenAI's ``models.retrieve``: one card, found by its id or an alias, or a flow that answers."""
         card = self.by_name.get(model_id)

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serve import index_admin
+from serve import index_admin, path_text  # noqa: F401  (path_text: the {doc_id:text} convertor)
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.errors import ApiError
@@ -90,7 +90,7 @@ def damaged_is_409(name: str) -> Iterator[None]:
                        code="index_damaged") from None
 
 
-@router.get("/v1/indices/{name}/documents/{doc_id:path}", summary="One document of an index with its passages' text, "
+@router.get("/v1/indices/{name}/documents/{doc_id:text}", summary="One document of an index with its passages' text, "
             "in order: id, title, metadata, passages (docno, text); the id URL-encoded (it may hold '/')")
 def get_document(name: str, doc_id: str, request: Request) -> dict[str, Any]:
     with damaged_is_409(name):
