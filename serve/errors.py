@@ -312,6 +312,16 @@ def _json_typed(request: Request) -> bool:
 UNPARSED_BODY = "There was an error parsing the body"
 
 
+def unparsed_body(cause: BaseException | None) -> str:
+    """The 422's message for a body FastAPI's ``json.loads`` raised on (``cause``) other than with a syntax error: an
+    integer of more than 4,300 digits (Python's bound on reading one) was said to be "not UTF-8, or nested too
+    deeply"."""
+    if isinstance(cause, ValueError) and not isinstance(cause, UnicodeDecodeError) and "digits" in str(cause):
+        return ("body: not JSON that can be read: it holds an integer of more than 4,300 digits; send a number that "
+                "fits the field, or the value as a string")
+    return "body: not JSON that can be read (it is not UTF-8, or is nested too deeply)"
+
+
 def install(app: FastAPI) -> None:
     """Give ``app`` the OpenAI error shape for every error and the catch-all 500."""
 
@@ -346,8 +356,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> JSONResponse:
         if err.status_code == 400 and err.detail == UNPARSED_BODY:  # FastAPI's, for bytes json cannot decode
-            return error_response(422, "body: not JSON that can be read (it is not UTF-8, or is nested too deeply)",
-                                  param="body", code="invalid_body")
+            return error_response(422, unparsed_body(err.__cause__), param="body", code="invalid_body")
         if err.status_code == 404:
             message, code = f"no route {request.url.path}", "not_found"
         elif err.status_code == 405:

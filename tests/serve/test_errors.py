@@ -252,6 +252,24 @@ def test_a_body_json_cannot_read_is_a_422_naming_the_body(guarded_app):
             "type": "invalid_request_error", "param": "body", "code": "invalid_body"}
 
 
+def test_a_body_with_an_integer_python_will_not_read_says_so():
+    """Python reads an integer of at most 4,300 digits (``sys.get_int_max_str_digits``): such a body was said to be
+    "not UTF-8, or nested too deeply", which it was not."""
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app_that_fails(), raise_server_exceptions=False)
+    response = client.post("/echo", content=b'{"top_k": ' + b"9" * 5000 + b"}",
+                           headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("body", "invalid_body"), error
+    assert error["message"] == ("body: not JSON that can be read: it holds an integer of more than 4,300 digits; "
+                                "send a number that fits the field, or the value as a string"), error
+    fits = client.post("/echo", content=b'{"top_k": ' + b"9" * 4300 + b"}",
+                       headers={"Content-Type": "application/json"})
+    assert fits.status_code == 200 and fits.json()["top_k"] == int("9" * 4300)
+
+
 @pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain; charset=utf-8"])
 def test_a_json_body_sent_as_another_content_type_is_a_422_saying_so(guarded_app, content_type):
     """``curl -d '{...}'`` without ``-H 'Content-Type: application/json'``: FastAPI does not read the body as JSON, and
