@@ -243,15 +243,25 @@ def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
     check_size(request)
     check_max_tokens(card, request)
-    if request.index is not None:  # dropped without a word, a client that meant a grounded answer got a bare one
-        raise ApiError(422, f"index: '{card.id}' is a language model, which reads no index; a flow that answers "
-                       "searches one (rag; GET /v1/models lists both)", param="index", code="invalid_value")
+    check_no_flow_fields(card, request)
     body = request.engine_body()
     if card.engine == "vllm":
         from serve.deployments.llm import vllm_request
 
         body = vllm_request(body)
     return handle.options(stream=True).chat.remote(body)
+
+
+def check_no_flow_fields(card: ModelCard, request: ChatRequest) -> None:
+    """A 422 naming ``index``, or ``params`` (not empty), sent with a language model alone: they are a flow's, and
+    were dropped without a word, so a client that meant a grounded answer (or a step's setting) got a bare one."""
+    if request.index is not None:
+        raise ApiError(422, f"index: '{card.id}' is a language model, which reads no index; a flow that answers "
+                       "searches one (rag; GET /v1/models lists both)", param="index", code="invalid_value")
+    if request.params:
+        raise ApiError(422, f"params: '{card.id}' is a language model, which runs no flow's steps to set params of; a "
+                       "flow that answers takes them (rag; GET /v1/models lists both)", param="params",
+                       code="invalid_value")
 
 
 def check_size(request: ChatRequest) -> None:

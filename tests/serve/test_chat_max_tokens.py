@@ -99,3 +99,17 @@ def test_an_index_with_a_served_model_is_a_422_naming_it():
             assert answer.status_code == 422, (path, answer.text)
             error = answer.json()["error"]
             assert error["param"] == "index" and "is a language model, which reads no index" in error["message"]
+
+
+def test_params_with_a_served_model_is_a_422_naming_it():
+    """``params`` set a flow's step params (``extra_body={"params": ...}``): with a language model alone they were
+    dropped without a word (a 200), as ``index`` was. None, or an empty object, asks for nothing and is taken."""
+    card = served_card({"name": "smollm2"})
+    with api_on_localhost(app=chat_routes(card)) as base:
+        answer = requests.post(f"{base}/v1/chat/completions", json={
+            "model": card.id, "messages": QUESTION, "max_tokens": 4, "params": {"top.k": 3}}, timeout=30)
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "params" and "is a language model, which runs no flow's steps" in error["message"]
+    for params in (None, {}):
+        chat.check_no_flow_fields(card, chat.ChatRequest(model=card.id, messages=QUESTION, params=params))
