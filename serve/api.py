@@ -22,6 +22,7 @@ from fastapi import Request
 from fastapi_offline import FastAPIOffline
 from ray import serve
 
+from operators.errors import one_line
 from serve import (
     auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, routes_chat, routes_flows,
     routes_indices, routes_search, routes_tasks, routes_ui,
@@ -58,7 +59,8 @@ def not_served(model_id: str, cards: list[ModelCard]) -> ApiError:
     from flows import store as flow_store
 
     served = sorted({card.id for card in cards if card.status != "missing"})
-    return ApiError(404, f"model '{model_id}' is not served here{flow_store.did_you_mean(model_id, served)}; "
+    return ApiError(404, f"model '{one_line(model_id, 60)}' is not served here"
+                    f"{flow_store.did_you_mean(model_id, served)}; "
                     f"served: {', '.join(served) or 'none'}", param="model", code="model_not_found")
 
 
@@ -124,7 +126,7 @@ class ModelAPI:
         served = sorted(c.id for c in self.cards if c.type == kind and c.status != "missing")
         if card is None or card.type != kind:
             what = "an embedding" if kind == "embedding" else "a rerank"
-            raise ApiError(404, f"model '{model}' is not {what} model served here; "
+            raise ApiError(404, f"model '{one_line(model, 60)}' is not {what} model served here; "
                            f"served: {', '.join(served) or 'none'}", param="model", code="model_not_found")
         if card.status == "missing":
             raise ApiError(404, f"model '{model}' is configured but not deployed: {card.reason}", param="model",

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.conversation import content_text
+from operators.errors import one_line
 from serve.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
 from serve.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
 from serve.errors import ApiError
@@ -226,7 +227,8 @@ def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> Model
     served = sorted({c.id for c in by_name.values() if c.type == "chat" and c.status != "missing"})  # once each
     flows = [c.id for c in chat_flows.flow_cards(tenant) if c.status != "missing"]  # what /v1/models offers
     hint = flow_store.did_you_mean(model, served + flows)
-    raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers{hint}; "
+    raise ApiError(404, f"model '{one_line(model, 60)}' is neither a language model served here nor a flow that "
+                   f"answers{hint}; "
                    f"served: {', '.join(served) or 'none'}; flows: {', '.join(flows) or 'none'}", param="model",
                    code="model_not_found")
 

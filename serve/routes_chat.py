@@ -45,7 +45,7 @@ def chat_spec(model: str, column: str) -> dict[str, Any]:
 def new_chat(request: Request, task_id: str = Query(..., description="The task whose results ground the chat."),
              model: str = Query("local", description="Language model (an alias of the LLM gateway)."),
              column: str = Query("text", description="Result column the answers are grounded on.")) -> str:
-    from operators.errors import close_names, did_you_mean
+    from operators.errors import close_names, did_you_mean, one_line
     from operators.llm.aliases import aliases, key_env, unknown_model
     from serve.spec_guard import check_llm
 
@@ -53,7 +53,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
         # gateway's message offered litellm strings, which the guard below refuses)
         known = sorted(aliases())
         close = close_names(model, known)[:1]
-        raise ApiError(422, f"unknown model '{model}': a task chat runs a language model by its alias ("
+        raise ApiError(422, f"unknown model '{one_line(model, 60)}': a task chat runs a language model by its alias ("
                        f"{', '.join(known)})" + (f"; {did_you_mean(close)}" if close else "")
                        + " (GET /v1/models lists the served models, which /v1/chat/completions answers by their id)",
                        param="model", code="model_not_found")

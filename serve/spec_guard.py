@@ -37,6 +37,7 @@ from typing import Any, Iterator
 from pydantic import SecretStr
 
 from flows.spec import FlowSpec
+from operators.errors import one_line
 from operators.local_files import marked_params
 from serve.errors import ApiError
 
@@ -194,9 +195,9 @@ def check_llm(model: str, field: str) -> None:
     known = aliases()
     if model in known or model.removeprefix(EMBEDDED_PROVIDER + "/") in PACKAGED:
         return
-    raise ApiError(422, f"{field}: model '{model}' is not an alias of this service; it runs language models by "
-                   f"alias only ({', '.join(sorted(known))}; `tessera models` on the server lists them, and its "
-                   "$TESSERA_MODELS file adds others)", param=field, code="model_not_allowed")
+    raise ApiError(422, f"{field}: model '{one_line(model, 60)}' is not an alias of this service; it runs language "
+                   f"models by alias only ({', '.join(sorted(known))}; `tessera models` on the server lists them, and "
+                   "its $TESSERA_MODELS file adds others)", param=field, code="model_not_allowed")
 
 
 #: File suffixes of model weights and exports: a reference ending in one names a file, so it is a path.

@@ -61,3 +61,21 @@ def test_the_models_route_404_lists_only_what_the_service_can_run(service):
     assert "all-MiniLM-L6-v2" in served and "smollm2" in served and "rag" in served  # loading is served, not missing
     assert "rag_gold" not in err.message and "absent-ce" not in err.message  # nor offered as a close name
     assert "did you mean 'rag'" in not_served("rga", [*models, *flows]).message
+
+
+def test_a_long_or_multiline_model_name_is_quoted_cut_on_one_line_as_a_flows_or_an_indexs(service):
+    """The 404s quoted the name whole: a 100 kB ``model`` came back in a 100 kB message, and a newline in it broke the
+    message's line, where a flow's, an index's and a document id's refusals quote 60 characters on one line."""
+    from serve.api import not_served
+    from serve.spec_guard import check_llm
+
+    ready = ModelCard(id="smollm2", type="chat", operator="llama_cpp", deployment="smollm2", status="ready")
+    for name, quoted in (("m" * 100_000, "m" * 60 + "…"), ("two\nlines", "two lines")):
+        with pytest.raises(ApiError) as err:
+            chat_target(name, {"smollm2": ready}, "local")
+        assert err.value.message.startswith(f"model '{quoted}' is neither a language model"), err.value.message[:200]
+        assert len(err.value.message) < 1000
+        assert not_served(name, [ready]).message.startswith(f"model '{quoted}' is not served here")
+        with pytest.raises(ApiError) as err:
+            check_llm(name, "steps.answer.params.model")
+        assert err.value.message.startswith(f"steps.answer.params.model: model '{quoted}' is not an alias")
