@@ -24,6 +24,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.conversation import content_text
 from operators.errors import one_line
+from operators.json_tree import json_kind
 from serve.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
 from serve.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
 from serve.errors import ApiError
@@ -65,13 +66,17 @@ def text_only(messages: list[ChatMessage]) -> None:
                                "{\"type\": \"text\", \"text\": ...}", param=f"messages[{i}].content[{j}].type",
                                code="invalid_value")
             kind = part["type"]
+            if not isinstance(kind, str):  # null, 5, ["text"]: was "'None' content is not supported", a 400
+                raise ApiError(422, f"messages[{i}].content[{j}].type: a content part's type is a string, not "
+                               f"{json_kind(kind)}; send {{\"type\": \"text\", \"text\": ...}}",
+                               param=f"messages[{i}].content[{j}].type", code="invalid_value")
             if kind == "text" and not isinstance(part.get("text"), str):  # it was read as "" or as str(5)
-                said = f"is {type(part['text']).__name__}, not a string" if "text" in part else "is missing"
+                said = f"is {json_kind(part['text'])}, not a string" if "text" in part else "is missing"
                 raise ApiError(422, f"messages[{i}].content[{j}].text: a text part's text {said}",
                                param=f"messages[{i}].content[{j}].text", code="invalid_value")
             if kind == "refusal" and message.role == "assistant":
                 if not isinstance(part.get("refusal"), str):
-                    said = f"is {type(part['refusal']).__name__}, not a string" if "refusal" in part else "is missing"
+                    said = f"is {json_kind(part['refusal'])}, not a string" if "refusal" in part else "is missing"
                     raise ApiError(422, f"messages[{i}].content[{j}].refusal: a refusal part's refusal {said}",
                                    param=f"messages[{i}].content[{j}].refusal", code="invalid_value")
                 continue

@@ -70,13 +70,25 @@ def test_a_content_part_without_its_type_is_a_422_naming_it(client):
     assert error["param"] == "messages[0].content[1].type" and "names its type" in error["message"], error
 
 
-@pytest.mark.parametrize("part, said", [({"type": "text"}, "is missing"), ({"type": "text", "text": 5}, "is int"),
-                                        ({"type": "text", "text": None}, "is NoneType")])
+@pytest.mark.parametrize("part, said", [({"type": "text"}, "is missing"),
+                                        ({"type": "text", "text": 5}, "is a number, not a string"),
+                                        ({"type": "text", "text": None}, "is null, not a string")])
 def test_a_text_part_without_a_string_is_a_422_naming_it(client, part, said):
-    """Read as "" or as "5" before: the model answered a message the caller did not send."""
+    """Read as "" or as "5" before: the model answered a message the caller did not send. Said in JSON's words (it
+    said "is NoneType", "is int")."""
     messages = [{"role": "user", "content": [{"type": "text", "text": "Which insects"}, part]}]
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": messages})
     assert error["param"] == "messages[0].content[1].text" and said in error["message"], error
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
+@pytest.mark.parametrize("kind, said", [(None, "null"), (5, "a number"), (["text"], "an array")])
+def test_a_content_part_whose_type_is_no_string_is_a_422_naming_it(client, path, kind, said):
+    """As a part without its type: it was a 400 "'None' content is not supported", in Python's words."""
+    messages = [{"role": "user", "content": [{"type": kind, "text": "Which insects make honey?"}]}]
+    error = refused(client, path, {"model": "rag", "messages": messages})
+    assert error["param"] == "messages[0].content[0].type", error
+    assert f"a content part's type is a string, not {said}" in error["message"], error
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
@@ -160,4 +172,4 @@ def test_an_assistant_s_refusal_is_its_turn_and_another_role_s_is_refused_naming
     assert error["param"] == "messages[0].content[1].type" and "an assistant message's only" in error["message"]
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": [
         *QUESTION, {"role": "assistant", "content": [{"type": "refusal", "refusal": 5}]}, *QUESTION]})
-    assert error["param"] == "messages[1].content[0].refusal" and "is int, not a string" in error["message"], error
+    assert error["param"] == "messages[1].content[0].refusal" and "is a number, not a string" in error["message"], error
