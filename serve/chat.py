@@ -103,9 +103,10 @@ MAX_CHOICES = 8
 
 class ChatRequest(BaseModel):
     """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored. Numbers
-    and booleans are strict, as OpenAI's are (``max_tokens: "3"`` is refused, not read as 3)."""
+    and booleans are strict, as OpenAI's are (``max_tokens: "3"`` is refused, not read as 3); a number is finite
+    (Python's JSON reads ``NaN``, which a bound's check let through as "less than or equal to 2")."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: str = Field(min_length=1, description="A served language model or a flow that answers, such as "
                        "'rag' (GET /v1/models lists both).")

@@ -57,9 +57,9 @@ class CohereChatRequest(BaseModel):
     ``unknown field``; a misspelt ``max_token`` was ignored), and numbers and booleans are strict (``max_tokens: "3"``,
     ``3.0`` or ``true``, ``stream: "true"`` are refused, not read), as on ``/v1/chat/completions``. Cohere's fields
     that ask for nothing these models give (``safety_mode``, ``thinking``...) are accepted and not used; ``k``
-    (top-k), which would change the answer, only as 0."""
+    (top-k), which would change the answer, only as 0. A number is finite, as on ``/v1/chat/completions``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = Field(min_length=1, description="A served language model or a flow that answers, such as 'rag' "
                        "(GET /v1/models lists both).")

@@ -64,6 +64,20 @@ def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):
     assert "Value error" not in error["message"]  # pydantic's prefix of a validator's own words (the SDKs show it)
 
 
+@pytest.mark.parametrize("path, field, value", [
+    ("/v1/chat/completions", "temperature", "NaN"), ("/v1/chat/completions", "top_p", "NaN"),
+    ("/v1/chat/completions", "frequency_penalty", "-Infinity"), ("/v2/chat", "temperature", "NaN"),
+    ("/v2/chat", "p", "Infinity"),
+])
+def test_nan_or_an_infinity_is_a_422_saying_a_number_is_finite(client, path, field, value):
+    """Python's JSON reads them; the 422 said NaN "should be less than or equal to 2", its bound's check."""
+    body = json.dumps({"model": "rag", "messages": QUESTION})[:-1] + f', "{field}": {value}}}'
+    answer = client.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == field and error["message"] == f"{field}: Input should be a finite number", error
+
+
 def test_a_content_part_without_its_type_is_a_422_naming_it(client):
     messages = [{"role": "user", "content": [{"type": "text", "text": "Which insects"}, {"text": "make honey?"}]}]
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": messages})
