@@ -197,6 +197,13 @@ def step_field(err: SpecError) -> str | None:
     return err.field
 
 
+def spec_refusal(err: SpecError) -> str:
+    """The message of a request's 422 for ``err`` (``install``'s handler): its field by the request's path
+    (``step_field``), without the server's paths (a saved flow's file under ``$TESSERA_HOME``)."""
+    err.field = step_field(err)
+    return without_server_paths(str(err))
+
+
 class HttpMiddleware:
     """Base of the API's pure ASGI middlewares: other scopes (lifespan) pass through, ``handle`` gets HTTP."""
 
@@ -339,8 +346,7 @@ def install(app: FastAPI) -> None:
         code = "number_out_of_range" if isinstance(err, NonFiniteNumberError) else "invalid_spec"
         # a param the service set names a server path (the default index, an index under the home): the client reads
         # it without them, as a run's failure
-        err.field = step_field(err)
-        return error_response(422, without_server_paths(str(err)), param=err.field, code=code)
+        return error_response(422, spec_refusal(err), param=err.field, code=code)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:

@@ -16,12 +16,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from operators.errors import TesseraError
+from operators.errors import SpecError, TesseraError
 from serve import service as svc
-from serve.errors import ApiError
+from serve.errors import ApiError, spec_refusal
 from serve.flow_request import refuse_missing_files
 from serve.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
+from serve.server_paths import without_server_paths
 from serve.step_bounds import check_step_count
 from serve.flow_resolution import FlowFile, load_spec, refuse_missing_indices
 
@@ -35,7 +36,7 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
         if file is None:
             service.resolve_flow(name, tenant)  # raises: no flow of that name
     except TesseraError as err:
-        return str(err)
+        return refusal(err)
     return (file_problem(service, file, now) or _missing_file_problem(service, file, now)
             or _index_problem(service, file, tenant) or _failed_placement_problem(service, file, now))
 
@@ -62,7 +63,7 @@ def _index_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | N
         service.indices.refuse_unshared(spec, tenant, None)
         refuse_missing_indices(spec)
     except (TesseraError, ApiError) as err:
-        return str(err)
+        return refusal(err)
     return None
 
 
@@ -108,13 +109,24 @@ def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: 
     try:
         spec = load_spec(file)
         check_step_count(spec, service.limits)  # as a request's flow is counted, before it is built
+        spec.build()  # as a search builds the flow it named: a step's error names the file and line (a placed copy's
+        # build has no file to name, and an unknown operator met while placing had no step)
         confined = confine_spec(spec, service.index_roots, service.data_roots)  # as a run is
         service.checked_flow(service.place(confined), ["a query"])
     except ApiError as err:  # an Ollama server down is the moment's, not the flow's: kept here, it went stale when
         return None if err.code == "model_unreachable" else str(err)  # the server came up (a request's 503 says it)
     except TesseraError as err:
-        return str(err)
+        return refusal(err)
     return None
+
+
+def refusal(err: TesseraError | ApiError) -> str:
+    """``err`` in the words of the request's refusal (``serve.errors``' handlers): a spec error's field by the
+    request's path, and no path of the server. A saved flow's file that does not read (not YAML, not UTF-8, no
+    mapping) was named by its whole path under ``$TESSERA_HOME``, where its search's 422 names ``broken.yaml``."""
+    if isinstance(err, SpecError):
+        return spec_refusal(err)
+    return str(err) if isinstance(err, ApiError) else without_server_paths(str(err))
 
 
 def _model_paths(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> tuple[Path, ...]:

@@ -72,3 +72,21 @@ def test_a_flow_whose_index_is_not_made_yet_is_saved_and_said_not_runnable(base)
     assert run.status_code == 422 and "comes_later" in run.json()["error"]["message"], run.text
     status = requests.get(f"{base}/flows", timeout=60).json()["status"]["later"]  # listed as runnable before
     assert status == {"runnable": False, "reason": run.json()["error"]["message"]}, status
+
+
+@pytest.mark.parametrize("text", [b"steps: [unclosed\n", b"\xff\xfe\x00not text", b"just a string\n",
+                                  b"steps:\n  b: {op: retrieve.nope}\n",
+                                  b"steps:\n  b: {op: retrieve.bm25, params: {k: x}}\n"])
+def test_a_saved_flows_file_that_does_not_read_is_said_not_runnable_as_its_run_refuses_it(base, tmp_path, text):
+    """A flow file saved by hand (or by another version) that is no spec: ``GET /flows`` gave its reason with the
+    file's whole path under $TESSERA_HOME (the server's layout, to any key), where its run's 422 names the file
+    alone; the status's reason is the run's message, word for word."""
+    from flows import store as flow_store
+
+    flow_store.flows_dir().mkdir(parents=True, exist_ok=True)
+    (flow_store.flows_dir() / "handmade.yaml").write_bytes(text)
+    run = requests.post(f"{base}/v1/search", json={"flow": "handmade", "query": "honey"}, timeout=60)
+    assert run.status_code == 422, run.text
+    status = requests.get(f"{base}/flows", timeout=60).json()["status"]["handmade"]
+    assert status == {"runnable": False, "reason": run.json()["error"]["message"]}, status
+    assert str(tmp_path) not in status["reason"]
