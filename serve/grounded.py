@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.spec import FlowSpec, Placement, StepSpec
 from serve import service as svc
 from serve.errors import ApiError
-from operators.unicode import unicode_problem
+from operators.unicode import blank, unicode_problem
 from serve.schemas import ModelCard
 
 #: The steps of the answer path, in order, by their ids in the flow built here.
@@ -51,10 +51,11 @@ def document_rows(documents: list[str | CohereDocument]) -> tuple[list[dict[str,
             raise ApiError(422, f"documents.{n}.id: '{docno}' is the id of an earlier document",
                            param=f"documents.{n}.id", code="invalid_value")
         given = [key for key in TEXT_FIELDS if data.get(key) is not None]
-        text = next((str(data[key]) for key in given if data[key] != ""), "" if given else None)
+        # in JSON's words, as the fallback's values are: str() gave {"a": 1} as {'a': 1} and true as True
+        text = next((_plain(data[key]) for key in given if data[key] != ""), "" if given else None)
         if text is None:  # no text field at all (an empty one is no text: a 422, not "text: ")
             text = "\n".join(f"{key}: {_plain(value)}" for key, value in data.items() if key not in ("title", "url"))
-        if not text.strip():
+        if blank(text):  # a NUL or a zero-width space alone too, as a search's query (str.strip keeps them)
             raise ApiError(422, f"documents.{n} has no text", param=f"documents.{n}", code="invalid_value")
         row = {"docno": docno, "title": _plain(data["title"]) if data.get("title") else None, "text": text,
                "url": _plain(data["url"]) if data.get("url") else None}
