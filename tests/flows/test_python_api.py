@@ -85,6 +85,7 @@ def test_the_calls_python_md_describes_name_their_parameters_as_the_code_does():
     from flows.ingestion import ingest as run_ingestion
 
     calls = {"ingest": api.ingest, "Index.open": api.Index.open, "index.search": api.Index.search,
+             "index.add": api.Index.add,
              "Flow.load": api.Flow.load, "flow.run": api.Flow.run, "flow.save": api.Flow.save}
     text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
     described = dict(re.findall(r"^\* `([\w.]+)\(([^)]*)\)`", text, flags=re.M))

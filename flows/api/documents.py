@@ -1,0 +1,81 @@
+"""Documents a notebook holds in memory (a list of dicts, a pandas DataFrame, a pyarrow Table) as a source that
+``ingest`` reads, and ``Index.add``/``update`` take: written to a Parquet file in a temporary folder, ingested, and
+removed, as the service ingests an upload.
+
+Why a file: the ingestion job stages, resumes and records failures by its source's documents, and reads them from a
+file; its staging is keyed by their content, so the same documents given again find their shards done, wherever the
+file was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from operators.errors import short_repr
+
+#: What the documents' file is called in its temporary folder (what a failure or a warning names).
+FILE_NAME = "documents.parquet"
+
+
+def in_memory(source: Any) -> bool:
+    """Whether ``source`` is documents rather than a path or a read step: a list or tuple, a pyarrow Table or
+    RecordBatch, a pandas DataFrame."""
+    return isinstance(source, (list, tuple, pa.Table, pa.RecordBatch)) or _is_dataframe(source)
+
+
+def _is_dataframe(value: Any) -> bool:
+    return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
+
+
+def as_table(documents: Any, text_field: str = "text") -> pa.Table:
+    """The documents as a table with a column each field, or an ``IngestError`` on ``source`` saying what is wrong
+    (before anything is written: a missing text field failed every document into the ledger, naming a temporary
+    file)."""
+    from flows.ingestion.errors import IngestError
+
+    if isinstance(documents, pa.RecordBatch):
+        documents = pa.Table.from_batches([documents])
+    elif _is_dataframe(documents):
+        # a named index (df.set_index("_id")) is a column of its own; the default 0, 1, ... is not
+        try:
+            documents = pa.Table.from_pandas(documents)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
+            raise IngestError(f"the DataFrame's columns cannot be written as documents: {err}",
+                              field="source") from None
+    elif isinstance(documents, (list, tuple)):
+        for place, record in enumerate(documents, 1):
+            if not isinstance(record, dict):
+                raise IngestError(f"source is a list of documents, each a dict such as {{'_id': 'd1', 'title': "
+                                  f"'...', 'text': '...'}}; item {place} of {len(documents)} is "
+                                  f"{type(record).__name__} {short_repr(record)} (a file, a glob or a folder is one "
+                                  f"str or pathlib.Path)", field="source")
+        try:
+            documents = pa.Table.from_pylist(list(documents))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:  # a field of mixed types
+            raise IngestError(f"the documents' fields cannot be written as columns: {err} (a field must hold "
+                              f"one type in every document)", field="source") from None
+    if documents.num_rows == 0:
+        raise IngestError("source holds no documents", field="source")
+    if text_field not in documents.column_names:
+        raise IngestError(f"the documents have no field {text_field!r} (fields: {', '.join(documents.column_names)}): "
+                          f"name the one that holds the text with fields={{'text_field': NAME}}", field="source")
+    return documents
+
+
+@contextlib.contextmanager
+def documents_file(documents: Any, fields: Any = None) -> Iterator[str]:
+    """The documents written to a Parquet file, for as long as the ``with`` lasts; ``fields``: ``ingest``'s."""
+    import pyarrow.parquet as pq
+
+    text_field = fields.get("text_field") if isinstance(fields, dict) else None
+    table = as_table(documents, text_field if isinstance(text_field, str) else "text")
+    with tempfile.TemporaryDirectory(prefix="tessera-documents-") as folder:
+        path = os.path.join(folder, FILE_NAME)
+        pq.write_table(table, path)
+        yield str(Path(path))

@@ -1,0 +1,101 @@
+"""Documents a notebook holds (a list of dicts, a pandas DataFrame, a pyarrow Table) ingested into an index, and an
+``Index`` changed in place from Python (``add``, ``update``, ``delete``). ``ingest([...])`` was refused ("source
+must be a file, a glob or a folder") and ``index.add`` was an ``AttributeError``: the store's own ``add`` wants
+chunks with their vectors. BM25 only, so nothing is embedded."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from flows.ingestion.errors import IngestError
+from operators.store.errors import CommitError
+
+DOCS = [{"id": "d1", "title": "Bees", "text": "Honey bees make honey from flower nectar.", "year": 2001},
+        {"id": "d2", "title": "Cathedrals", "text": "Gothic cathedrals have pointed arches.", "year": 1999}]
+BM25 = {"settings": {"dense": False}, "progress": False}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("given", [lambda: DOCS, lambda: pd.DataFrame(DOCS), lambda: pa.Table.from_pylist(DOCS),
+                                   lambda: pd.DataFrame(DOCS).rename(columns={"id": "_id"}).set_index("_id")],
+                         ids=["list", "dataframe", "table", "dataframe-indexed-by-id"])
+def test_documents_in_memory_are_ingested_and_again_find_their_shards_done(home, given):
+    from flows.api import ingest
+
+    index = ingest(given(), home / "idx", **BM25)
+    assert len(index) == 2 and index.report.docs == 2
+    hit = index.search("honey bees", k=1, method="bm25").to_pylist()[0]
+    assert (hit["docno"], hit["title"], hit["year"]) == ("d1#0", "Bees", 2001)  # other fields are metadata
+    again = ingest(given(), home / "idx", **BM25)
+    assert again.report.shards_skipped == 1 and again.report.docs == 0 and len(again) == 2
+
+
+@pytest.mark.parametrize("given, said", [
+    ([1, 2], "source is a list of documents, each a dict such as {'_id': 'd1', 'title': '...', 'text': '...'}; "
+             "item 1 of 2 is int 1"),
+    ([], "source holds no documents"),
+    ([{"id": "a", "text": "x", "year": 1}, {"id": "b", "text": "y", "year": "old"}],
+     "the documents' fields cannot be written as columns"),
+    ([{"id": "a", "body": "x"}], "the documents have no field 'text' (fields: id, body): name the one that holds the "
+                                 "text with fields={'text_field': NAME}"),
+])
+def test_documents_that_cannot_be_ingested_are_refused_naming_source_before_anything_is_made(home, given, said):
+    from flows.api import ingest
+
+    with pytest.raises(IngestError) as err:
+        ingest(given, home / "idx", **BM25)
+    assert err.value.field == "source" and said in err.value.message
+    assert not (home / "idx").exists()
+
+
+def test_a_field_named_as_the_text_is_read_as_it_is_from_a_file(home):
+    from flows.api import ingest
+
+    index = ingest([{"id": "a", "body": "Owls hunt at night."}], home / "idx", fields={"text_field": "body"}, **BM25)
+    assert index.search("owls", k=1, method="bm25").column("text").to_pylist() == ["Owls hunt at night."]
+
+
+def test_an_index_adds_updates_and_deletes_documents_in_place(home):
+    from flows.api import ingest
+
+    index = ingest(DOCS, home / "idx", **BM25)
+    report = index.add([{"id": "d3", "title": "Owls", "text": "Owls hunt at night."}], progress=False)
+    assert report.docs == 1 and len(index) == 3
+    assert index.search("owls", k=1, method="bm25").column("docno").to_pylist() == ["d3#0"]
+
+    with pytest.raises(CommitError) as err:  # an id the index holds: update replaces it
+        index.add([{"id": "d3", "text": "Owls again."}], progress=False)
+    assert err.value.field == "doc_id" and "['d3']" in err.value.message
+    assert err.value.message.endswith("replace the index's copies: index.update(documents)")
+
+    report = index.update(pd.DataFrame([{"id": "d3", "text": "Barn owls nest in barns."},
+                                        {"id": "d4", "text": "Rivers flow to the sea."}]), progress=False)
+    assert report.docs == 2 and len(index) == 4
+    assert index.search("barn owls", k=1, method="bm25").column("text").to_pylist() == ["Barn owls nest in barns."]
+
+    assert index.delete(["d1", "d4"]) == 2 and len(index) == 2
+    assert "d1#0" not in index.search("honey bees", k=5, method="bm25").column("docno").to_pylist()
+
+
+@pytest.mark.parametrize("doc_ids, said", [
+    (["d1", "nope"], "holds no document 'nope', so nothing was deleted"),
+    (["d1#0"], "holds no document 'd1#0', so nothing was deleted (a passage's docno is DOC_ID#N: delete takes the "
+               "DOC_ID)"),
+    ("d1", "doc_ids is a list of ids, not one text ('d1'): give ['d1']"),
+    (5, "doc_ids is a list of document ids; got int 5"),
+])
+def test_a_delete_of_ids_the_index_lacks_deletes_nothing_and_names_them(home, doc_ids, said):
+    from flows.api import ingest
+
+    index = ingest(DOCS, home / "idx", **BM25)
+    with pytest.raises(CommitError) as err:
+        index.delete(doc_ids)
+    assert err.value.field == "doc_ids" and said in err.value.message
+    assert len(index) == 2
