@@ -109,6 +109,40 @@ class StepTables(StepRecords):
         raise UnknownStepError(self.unknown(key, ran) + "; the run kept no history (keep_history=False)")
 
 
+class UnknownQueryError(TesseraError, KeyError):
+    """A ``FlowResult``'s ``metadata`` has no such query: still the ``KeyError`` a dict raises, saying why (a qid
+    given as a number, a query no step wrote metadata for, a misspelt qid) and the qids it has."""
+
+
+class QueryMetadata(dict):
+    """``FlowResult.metadata``: ``{qid: {key: value}}`` whose missing qid is an ``UnknownQueryError``; a bare
+    ``KeyError: 1`` did not say that qids are text, nor that a flow with no answer step writes no metadata."""
+
+    def __init__(self, values: Any = (), result: "FlowResult | None" = None) -> None:
+        super().__init__(values)
+        self.result = result
+
+    def __missing__(self, key: Any) -> Any:
+        table = self.result.table if self.result is not None else None
+        ran = list(dict.fromkeys(table.column("qid").to_pylist())) if table is not None and \
+            "qid" in table.column_names else []
+        held = list(self)
+        flow = f"flow {self.result.flow!r}" if self.result is not None else "the flow"
+        if not held:
+            raise UnknownQueryError(f"no metadata for query {key!r}: no step of {flow} wrote any (metadata is what "
+                                    "generate.answer, generate.references, query.contextualize and summarize.results "
+                                    "write per query: the answer, its sources, ...); the rows are in result.table")
+        if not isinstance(key, str) and str(key) in {*held, *map(str, ran)}:
+            raise UnknownQueryError(f"no query {key!r} in this result's metadata: qids are text, as in every "
+                                    f"Tessera table: metadata[{str(key)!r}]")
+        if key in ran:
+            raise UnknownQueryError(f"no metadata for query {key!r}: no step of {flow} wrote any for it (queries "
+                                    f"with metadata: {', '.join(held[:10])}{' ...' if len(held) > 10 else ''})")
+        hint = did_you_mean(close_names(key, held)) if isinstance(key, str) else ""
+        raise UnknownQueryError(f"no query {key!r} in this result's metadata{hint and '; ' + hint} (queries: "
+                                f"{', '.join(held[:10])}{' ...' if len(held) > 10 else ''})")
+
+
 @dataclass(repr=False)
 class FlowResult:
     """Final table, per-step history (shared Arrow buffers, not copies), roles, timings, metadata."""
@@ -124,10 +158,12 @@ class FlowResult:
     seconds: float = 0.0
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """``history`` and ``steps`` as ``StepTables`` and ``StepRecords`` whatever dict is set (an executor sets a
-        plain one), so a misspelt step id says which was meant."""
+        """``history``, ``steps`` and ``metadata`` as ``StepTables``, ``StepRecords`` and ``QueryMetadata`` whatever
+        dict is set (an executor sets a plain one), so a misspelt step id or qid says which was meant."""
         if name == "history":
             value = StepTables(value, self)
+        elif name == "metadata":
+            value = QueryMetadata(value, self)
         elif name == "steps" and not isinstance(value, StepRecords):
             value = StepRecords(value)
         super().__setattr__(name, value)

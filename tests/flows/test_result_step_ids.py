@@ -1,6 +1,7 @@
 """A misspelt step id in a ``FlowResult`` (``r.history["bm26"]``, ``r.steps["fuse"]``) is a ``KeyError`` that names
 the close step ids and those the result has, not a bare ``KeyError: 'bm26'``; one asked of a run that kept no
-history (``keep_history=False``) says so. ``history`` and ``steps`` stay dicts otherwise."""
+history (``keep_history=False``) says so; a qid ``metadata`` lacks says why (a number, a flow that writes none).
+``history``, ``steps`` and ``metadata`` stay dicts otherwise."""
 
 from __future__ import annotations
 
@@ -52,3 +53,30 @@ def test_a_plain_dict_set_on_a_result_is_checked_too():
         result.steps["bm2"]
     with pytest.raises(KeyError, match="'bm25' ran, but the run kept no history"):
         result.history["bm25"]
+
+
+def test_a_qid_the_metadata_lacks_says_why(flow):
+    """``result.metadata[1]`` (a qid as the number it was given as) and ``metadata["1"]`` of a flow that writes no
+    metadata (a search, no answer step) were bare ``KeyError``s."""
+    result = flow.run({7: "classical music"})
+    assert result.metadata == {} and isinstance(result.metadata, dict)
+    for key in (7, "7"):
+        with pytest.raises(KeyError) as err:
+            result.metadata[key]
+        assert isinstance(err.value, TesseraError)
+        assert str(err.value).startswith(f"no metadata for query {key!r}: no step of flow 'top' wrote any (metadata "
+                                         "is what generate.answer, generate.references, query.contextualize and "
+                                         "summarize.results write per query")
+
+    import pyarrow as pa
+
+    answered = FlowResult("rag", table=pa.table({"qid": ["1", "1", "2"]}))
+    answered.metadata = {"1": {"answer": "Bees."}}  # a plain dict, as an executor sets it
+    said = {1: "no query 1 in this result's metadata: qids are text, as in every Tessera table: metadata['1']",
+            "2": "no metadata for query '2': no step of flow 'rag' wrote any for it (queries with metadata: 1)",
+            "l": "no query 'l' in this result's metadata (queries: 1)"}
+    for key, message in said.items():
+        with pytest.raises(KeyError) as err:
+            answered.metadata[key]
+        assert str(err.value) == message
+    assert answered.metadata["1"]["answer"] == "Bees." and answered.metadata.get(1) is None
