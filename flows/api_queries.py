@@ -48,3 +48,27 @@ def dict_queries(queries: dict) -> pa.Table:
         raise SpecError(f"a dict of queries has qids of mixed types: {short_repr(list(queries))}; give text "
                         f"(or whole numbers)", field="queries") from None
     return pa.table({"qid": qids, "query": pa.array(list(queries.values()), pa.string())})
+
+
+def refuse_file(queries: Any) -> None:
+    """A path given as queries: a ``pathlib.Path`` was refused as no query form, and a text naming a queries file
+    that exists (``"queries.jsonl"``) was searched for as one query's text, the file unread (``tessera run
+    --queries`` reads it); both now say to read it with ``read_queries``."""
+    import os
+    from pathlib import Path
+
+    from flows.queries import looks_like_path
+
+    if isinstance(queries, os.PathLike):
+        named = os.fspath(queries)
+    elif isinstance(queries, str) and looks_like_path(queries):
+        try:
+            named = queries if Path(queries.strip()).is_file() else None
+        except OSError:  # a name too long for a path
+            named = None
+    else:
+        named = None
+    if named is not None:
+        raise SpecError(f"queries {named!r} is a file's name: Flow.run takes the queries themselves; read the file "
+                        f"first, flow.run(read_queries({named!r})) (from flows.queries import "
+                        f"read_queries), as tessera run --queries does", field="queries")

@@ -1,0 +1,44 @@
+"""Queries a notebook hands ``Flow.run`` (and ``Index.search``) in a form it does not take: a queries file's name or
+``pathlib.Path``, which ``tessera run --queries`` reads but ``Flow.run`` searched for as one query's text (or
+refused as no query form, without saying how to read it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from operators.errors import SpecError
+
+
+@pytest.fixture
+def queries_file(tmp_path):
+    path = tmp_path / "queries.jsonl"
+    path.write_text(json.dumps({"_id": "q1", "text": "classical music"}) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("as_given", [str, Path], ids=["text", "path"])
+def test_a_queries_files_name_is_refused_saying_to_read_it(bm25_index, queries_file, as_given):
+    from flows.api import Flow, Index
+
+    flow = Flow.load("bm25", index=bm25_index)
+    for run in (flow.run, Index.open(bm25_index).search):
+        with pytest.raises(SpecError) as err:
+            run(as_given(queries_file))
+        assert err.value.field == "queries"
+        assert err.value.message == (f"queries '{queries_file}' is a file's name: Flow.run takes the queries "
+                                     f"themselves; read the file first, flow.run(read_queries('{queries_file}')) "
+                                     "(from flows.queries import read_queries), as tessera run --queries does")
+    from flows.queries import read_queries
+
+    assert flow.run(read_queries(str(queries_file))).table.column("qid").unique().to_pylist() == ["q1"]
+
+
+def test_a_query_that_only_looks_like_a_file_name_is_searched(bm25_index, tmp_path):
+    from flows.api import Flow
+
+    flow = Flow.load("bm25", index=bm25_index)
+    for text in (str(tmp_path / "none.jsonl"), "what is a .csv file", "music/art"):
+        assert flow.run(text).table.column("query").unique().to_pylist() in ([text], [])
