@@ -41,8 +41,9 @@ from operators.unicode import blank, first_broken_text
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 
+#: The names a queries file may give its qids and texts (a queries table named so is told the rename to qid, query).
 ID_FIELDS = ("qid", "_id", "query_id", "id")  # query_id: ir_datasets' name
-_TEXT_FIELDS = ("query", "text")
+TEXT_FIELDS = ("query", "text")
 
 
 def looks_like_path(source: str) -> bool:
@@ -276,10 +277,10 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
                         field="queries")
     if (broken := first_broken_text(record)) is not None:  # JSON's "\ud800": no table, index or answer holds it
         raise SpecError(f"{where}: {broken[0]} {broken[1]}", field="queries")
-    qid, text = _pick(record, ID_FIELDS), _pick(record, _TEXT_FIELDS)
+    qid, text = _pick(record, ID_FIELDS), _pick(record, TEXT_FIELDS)
     if qid is None or text is None:  # said which, with the fields there: {"id", "question"} was told it lacked an id
         lacks = " and ".join(what for what, value in ((f"an id ({' or '.join(ID_FIELDS)})", qid),
-                                                      (f"a text ({' or '.join(_TEXT_FIELDS)})", text)) if value is None)
+                                                      (f"a text ({' or '.join(TEXT_FIELDS)})", text)) if value is None)
         raise SpecError(f"{where}: a query needs {lacks}; its fields: {', '.join(map(repr, record)) or 'none'}",
                         field="queries")
     if not isinstance(text, str) or isinstance(qid, (bool, list, dict)):  # ["a", "b"] was searched as "['a', 'b']"
@@ -304,7 +305,7 @@ def _read_tsv(content: str, path: Path) -> Read:
         if len(parts) != 2:
             raise SpecError(f"{path}:{line_no}: expected 'qid<TAB>query'", field="queries")
         qid, text = parts[0].strip(), parts[1].strip()
-        if line_no == 1 and qid in ID_FIELDS and text in _TEXT_FIELDS:
+        if line_no == 1 and qid in ID_FIELDS and text in TEXT_FIELDS:
             continue  # header
         pairs.append((qid, text, f"{path}:{line_no}"))
     return pairs, []
@@ -326,7 +327,7 @@ def _read_columnar(path: Path) -> Read:
             column_types={name: pa.string() for name in names}))
     names = table.column_names
     qid_col = next((n for n in ID_FIELDS if n in names), None)
-    text_col = next((n for n in _TEXT_FIELDS if n in names), None)
+    text_col = next((n for n in TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
         raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",
                         field="queries")

@@ -58,8 +58,7 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
                 or SpecError(f"the queries do not make a table: {err}", field="queries") from None
     if isinstance(queries, pa.Table):
         if "qid" not in queries.column_names or "query" not in queries.column_names:
-            raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
-                            field="queries")
+            raise SpecError(_lacking_columns(queries.column_names), field="queries")
         return _checked_table(_text_column(_text_column(queries, "qid", numbers=True), "query", numbers=False))
     if isinstance(queries, str):
         queries = [queries]
@@ -81,6 +80,24 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
     if empty := [i for i, text in enumerate(texts, 1) if blank(text)]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+def _lacking_columns(names: list[str]) -> str:
+    """Why a queries table is refused: the column it lacks, and the rename that gives it where it holds a query file's
+    other names (``_id``, ``query_id``, ``id``; ``text``), or the list of texts where it has no qid at all."""
+    from flows.queries import ID_FIELDS, TEXT_FIELDS
+
+    lacks = [name for name in ("qid", "query") if name not in names]
+    renames = {found: name for name, fields in (("qid", ID_FIELDS), ("query", TEXT_FIELDS)) if name in lacks
+               for found in [next((f for f in fields if f in names), None)] if found is not None}
+    said = f"a queries table needs columns qid and query; it lacks {' and '.join(lacks)} (columns: {', '.join(names)})"
+    if renames:
+        pairs = ", ".join(f"{old!r}: {new!r}" for old, new in renames.items())
+        named = " and ".join(f"{old} to {new}" for old, new in renames.items())
+        return f"{said}: rename {named} (df.rename(columns={{{pairs}}}), or a pyarrow Table's rename_columns)"
+    if lacks == ["qid"]:
+        return f"{said}: add one (a qid is text: '1', 'q7'), or pass the texts alone, numbered 1, 2, ...: a list"
+    return said
 
 
 def mixed_column(columns: dict[str, list]) -> SpecError | None:

@@ -42,3 +42,26 @@ def test_a_query_that_only_looks_like_a_file_name_is_searched(bm25_index, tmp_pa
     flow = Flow.load("bm25", index=bm25_index)
     for text in (str(tmp_path / "none.jsonl"), "what is a .csv file", "music/art"):
         assert flow.run(text).table.column("query").unique().to_pylist() in ([text], [])
+
+
+@pytest.mark.parametrize("columns, said", [
+    ({"_id": ["q1"], "text": ["music"]}, "it lacks qid and query (columns: _id, text): rename _id to qid and text to "
+                                         "query (df.rename(columns={'_id': 'qid', 'text': 'query'}), or a pyarrow "
+                                         "Table's rename_columns)"),
+    ({"qid": ["q1"], "text": ["music"]}, "it lacks query (columns: qid, text): rename text to query "
+                                         "(df.rename(columns={'text': 'query'})"),
+    ({"query": ["music"]}, "it lacks qid (columns: query): add one (a qid is text: '1', 'q7'), or pass the texts "
+                           "alone, numbered 1, 2, ...: a list"),
+    ({"qid": ["q1"]}, "it lacks query (columns: qid)"),
+])
+def test_a_queries_table_without_qid_or_query_names_what_it_lacks_and_the_rename(bm25_index, columns, said):
+    """A DataFrame of BEIR's queries (``_id, text``, as a queries file may name them) was refused with the columns
+    alone: ``needs columns qid and query, got ['_id', 'text']``."""
+    import pandas as pd
+
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=bm25_index).run(pd.DataFrame(columns))
+    assert err.value.field == "queries"
+    assert err.value.message.startswith("a queries table needs columns qid and query; " + said)
