@@ -266,7 +266,7 @@ class Flow:
         return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"
 
     @checked_keywords
-    def run(self, queries: Queries, *, executor: Literal["local", "ray"] = "local",
+    def run(self, queries: Queries | None = None, *, executor: Literal["local", "ray"] = "local",
             cache: bool | str | os.PathLike = False, keep_history: bool = True,
             progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":
         """Run over one query, a list of queries, a dict ``{qid: text}`` (BEIR's loader's), or a ``qid, query`` table

@@ -65,3 +65,19 @@ def test_a_queries_table_without_qid_or_query_names_what_it_lacks_and_the_rename
         Flow.load("bm25", index=bm25_index).run(pd.DataFrame(columns))
     assert err.value.field == "queries"
     assert err.value.message.startswith("a queries table needs columns qid and query; " + said)
+
+
+def test_run_with_no_queries_says_which_step_reads_them_and_runs_a_flow_that_reads_none(bm25_index, tmp_path):
+    """``flow.run()`` was Python's ``TypeError: missing 1 required positional argument``, though a flow whose steps
+    start at a source reads no queries (and ``run(None)`` ran it)."""
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=bm25_index).run()
+    assert (err.value.field, err.value.step) == ("queries", "bm25")
+    assert "step 'bm25' (retrieve.bm25) reads the queries: give one text, a list of texts" in err.value.message
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "a", "text": "two words"}) + "\n", encoding="utf-8")
+    read = Flow.load({"name": "read", "steps": {"read": {"op": "sources.jsonl", "params": {"path": str(corpus)}},
+                                                "words": {"op": "analyze.word_count"}}})
+    assert read.run().table.column("word_count").to_pylist() == [2]
