@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
-from flows.api.refusals import not_an_index, resume_said
+from flows.api.refusals import no_attribute, not_an_index, resume_said
 from flows.api.step_caches import step_cache
 from flows.keywords import checked_keywords
 from flows.spec import FlowSpec, StepSpec, load_request
@@ -64,6 +64,14 @@ class Index:
     @property
     def path(self) -> Path:
         return Path(self.store.path)
+
+    def __getattr__(self, name: str) -> Any:
+        """A method of the store's (docs/indices.md: ``compact``, ``documents``, ``counts``, ...) asked of this
+        ``Index`` says where it is, and another word for ``add``, ``update`` or ``delete`` (``upsert``) names it
+        (``refusals.no_attribute``): a bare ``AttributeError`` sent the reader to the source."""
+        if name.startswith("_") or "store" not in self.__dict__:  # (copy and pickle ask before __init__ ran)
+            raise AttributeError(name)
+        raise no_attribute(self, name)
 
     def __len__(self) -> int:
         """Live chunks (a document cut into passages counts once per passage)."""

@@ -2,7 +2,7 @@
 ``ingest(...)`` call that resumes, where the engine's errors say the ``tessera`` command or name no argument.
 
 Why a module of its own: ``Index`` and ``Flow.load`` (``flows.api.flow_and_index``) both open indices and refuse
-them alike.
+them alike. An attribute ``Index`` lacks (``no_attribute``) is refused here too, beside them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from operators.errors import TesseraError, short_repr
+from operators.errors import TesseraError, close_names, did_you_mean, short_repr
 
 
 @contextlib.contextmanager
@@ -34,3 +34,34 @@ def not_an_index(call: str, given: Any) -> TesseraError:
 
     return IndexArgumentError(f"{call} takes an index's folder (a path) or name, or an open Index; got "
                               f"{type(given).__name__} {short_repr(given)}", field="path")
+
+
+#: Other words for ``Index``'s own changes, as another library or the store names them, and what to call instead.
+_ADD = ("use index.add(documents): a list of dicts, a pandas DataFrame, a pyarrow Table or a file, cut and embedded "
+        "as ingest does")
+_UPDATE = "use index.update(documents), which replaces the documents with their ids"
+OTHER_WORDS = {"insert": _ADD, "add_documents": _ADD, "append": _ADD, "upsert": _UPDATE, "replace": _UPDATE,
+               "remove": "use index.delete(doc_ids)", "delete_documents": "use index.delete(doc_ids)"}
+
+
+class UnknownAttributeError(TesseraError, AttributeError):
+    """An attribute ``flows.api.Index`` lacks, saying where it is (the store's) or what was meant; ``hasattr`` reads
+    it as the ``AttributeError`` it is."""
+
+    def __init__(self, message: str, *, name: str, obj: Any) -> None:
+        TesseraError.__init__(self, message)
+        self.name, self.obj = name, obj
+
+
+def no_attribute(index: Any, name: str) -> UnknownAttributeError:
+    """``index.NAME`` that ``flows.api.Index`` lacks: the API's own method for another word (``upsert``: update),
+    the store's (``index.store.compact``), or the close names and those it has."""
+    if name in OTHER_WORDS:  # the store's upsert and delete_documents take chunks with vectors, ids alone
+        said = f"; {OTHER_WORDS[name]}"
+    elif hasattr(type(index.store), name):
+        said = f"; the index's store has it: index.store.{name} (operators.store.Index, docs/indices.md)"
+    else:
+        known = sorted({"store", "report", *(a for a in dir(type(index)) if not a.startswith("_"))})
+        hint = did_you_mean(close_names(name, known))
+        said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)}; index.store is operators.store.Index)"
+    return UnknownAttributeError(f"flows.api.Index has no {name!r}{said}", name=name, obj=index)

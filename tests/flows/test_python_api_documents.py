@@ -99,3 +99,23 @@ def test_a_delete_of_ids_the_index_lacks_deletes_nothing_and_names_them(home, do
         index.delete(doc_ids)
     assert err.value.field == "doc_ids" and said in err.value.message
     assert len(index) == 2
+
+
+@pytest.mark.parametrize("name, said", [
+    ("compact", "flows.api.Index has no 'compact'; the index's store has it: index.store.compact "
+                "(operators.store.Index"),
+    ("upsert", "flows.api.Index has no 'upsert'; use index.update(documents), which replaces the documents with their "
+               "ids"),
+    ("remove", "flows.api.Index has no 'remove'; use index.delete(doc_ids)"),
+    ("serch", "flows.api.Index has no 'serch'; did you mean 'search'? (it has: add, delete, open, path, report, "
+              "search, store, update; index.store is operators.store.Index)"),
+])
+def test_an_attribute_the_index_lacks_says_where_it_is_or_what_was_meant(home, name, said):
+    """``index.compact()`` (the store's, in docs/indices.md) or ``index.upsert`` was a bare ``AttributeError``."""
+    from flows.api import TesseraError, ingest
+
+    index = ingest(DOCS, home / "idx", **BM25)
+    with pytest.raises(AttributeError) as err:
+        getattr(index, name)
+    assert isinstance(err.value, TesseraError) and str(err.value).startswith(said)
+    assert not hasattr(index, name) and hasattr(index, "search")
