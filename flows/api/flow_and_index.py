@@ -233,7 +233,8 @@ class Flow:
         else:  # None or a number was looked up as a flow named 'None' or '3'
             raise SpecError(f"a flow is a flow name, a spec file, YAML or JSON text, a dict, a FlowSpec or a Flow; got "
                             f"{type(source).__name__} {short_repr(source)}", field="source")
-        if index is not None and not isinstance(index, (str, os.PathLike)) and not hasattr(index, "path"):
+        if index is not None and not isinstance(index, (str, os.PathLike)) and (
+                isinstance(index, type) or not hasattr(index, "path")):  # Index, the class, has a path property
             raise SpecError(f"index must be an Index (Index.open(path)), an index name or a path; got "
                             f"{type(index).__name__} {short_repr(index)}", field="index")
         if params is not None:

@@ -58,11 +58,14 @@ def test_a_flow_that_is_not_a_name_text_or_dict_is_refused_naming_source(source,
 
 
 def test_an_index_that_is_not_an_index_name_or_path_is_refused_at_load(bm25_index):
-    from flows.api import Flow
+    from flows.api import Flow, Index
 
     with pytest.raises(SpecError) as err:
         Flow.load("bm25", index=3)
     assert err.value.field == "index" and "got int 3" in err.value.message and "Index.open(path)" in err.value.message
+    with pytest.raises(SpecError) as err:  # the class, not an index: "must be a string (got <property object ...>)"
+        Flow.load("bm25", index=Index)
+    assert err.value.field == "index" and "got type <class 'flows.api.flow_and_index.Index'>" in err.value.message
 
 
 @pytest.mark.parametrize("as_given", [Path, "Index"])
