@@ -78,4 +78,31 @@ def documents_file(documents: Any, fields: Any = None) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="tessera-documents-") as folder:
         path = os.path.join(folder, FILE_NAME)
         pq.write_table(table, path)
-        yield str(Path(path))
+        with _said_as(path, LABEL):
+            yield str(Path(path))
+
+
+#: What the ingestion's warnings call the documents, where they named the temporary file the caller never saw.
+LABEL = "the documents given"
+
+
+@contextlib.contextmanager
+def _said_as(path: str, label: str) -> Iterator[None]:
+    """While open, a warning of the reader's or the ingestion's (``skipped 1 document(s) with an empty text in
+    PATH``, ``PATH: field(s) score are left out``) names ``label`` where it named ``path``."""
+    import logging
+
+    def rewrite(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if path in message:
+            record.msg, record.args = message.replace(path, label), ()
+        return True
+
+    loggers = [logging.getLogger(name) for name in ("operators.sources", "tessera.ingest")]
+    for logger in loggers:
+        logger.addFilter(rewrite)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(rewrite)

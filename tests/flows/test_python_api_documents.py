@@ -119,3 +119,20 @@ def test_an_attribute_the_index_lacks_says_where_it_is_or_what_was_meant(home, n
         getattr(index, name)
     assert isinstance(err.value, TesseraError) and str(err.value).startswith(said)
     assert not hasattr(index, name) and hasattr(index, "search")
+
+
+def test_warnings_about_documents_in_memory_name_them_not_a_temporary_file(home, caplog):
+    """A document with no text is skipped and a field named as a column the ingest writes (``score``) left out, each
+    with a warning that named ``/tmp/tessera-documents-.../documents.parquet``, a file the caller never saw."""
+    import logging
+
+    from flows.api import ingest
+
+    with caplog.at_level(logging.WARNING):
+        index = ingest([{"id": "a", "text": "", "score": 1.0}, {"id": "b", "text": "Owls hunt.", "score": 2.0}],
+                       home / "idx", **BM25)
+    assert len(index) == 1
+    said = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith("the documents given: field(s) score are left out") for m in said), said
+    assert any(m.endswith("skipped 1 document(s) with an empty text in the documents given") for m in said), said
+    assert not any("tessera-documents-" in m for m in said)
