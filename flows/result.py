@@ -68,6 +68,14 @@ class StepRecord:
     def hit_ratio(self) -> float | None:
         return self.hits / self.units if self.cached and self.units else None
 
+    def __repr__(self) -> str:
+        """The dataclass's fields, with ``seconds`` to 3 significant digits (``0.000729``, not ``0.0007292980008``)
+        and ``usage`` only where the step spent any: a result's ``steps`` printed as a screenful of digits."""
+        fields = {**vars(self), "seconds": float(f"{self.seconds:.3g}")}
+        if not self.usage:
+            del fields["usage"]
+        return f"StepRecord({', '.join(f'{name}={value!r}' for name, value in fields.items())})"
+
 
 class UnknownStepError(TesseraError, KeyError):
     """A ``FlowResult``'s ``history`` or ``steps`` has no such step: still the ``KeyError`` a dict raises, saying

@@ -1,4 +1,5 @@
-"""``FlowResult.description``: the run's summary line counts rows, queries and steps in the singular for one."""
+"""``FlowResult.description``: the run's summary line counts rows, queries and steps in the singular for one; a
+``StepRecord`` as printed."""
 
 from __future__ import annotations
 
@@ -49,3 +50,14 @@ def test_tessera_run_prints_the_text_a_step_wrote_under_each_row_of_its_table():
     first = table.column("docno")[0].as_py()
     assert f"summary (1 {first}): Kea are alpine parrots." in printed and printed.count("summary (") == 1
     assert "…" in printed  # cut at 300 characters (--json has it whole)
+
+
+def test_a_step_record_prints_its_seconds_to_three_digits_and_usage_only_where_spent():
+    """``result.steps`` printed each step's seconds to 16 digits and an empty ``usage={}``."""
+    fast = StepRecord("dense", "retrieve.dense", rows_in=2, rows_out=8, units=2, hits=2, seconds=0.0007292980008,
+                      cached=True)
+    assert repr(fast) == ("StepRecord(step='dense', op='retrieve.dense', rows_in=2, rows_out=8, units=2, hits=2, "
+                          "seconds=0.000729, cached=True)")
+    spent = StepRecord("answer", "generate.answer", rows_in=5, rows_out=5, seconds=13.80012, usage={"llm_calls": 1})
+    assert repr(spent).endswith("seconds=13.8, cached=False, usage={'llm_calls': 1})")
+    assert spent.seconds == 13.80012  # the record keeps every digit
