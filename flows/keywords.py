@@ -16,14 +16,18 @@ from operators.errors import KeywordError, did_you_mean, unknown_name_hint
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def check_keywords(where: str, given: Iterable[str], known: Collection[str]) -> None:
-    """Refuse the first of ``given`` not in ``known`` with a ``KeywordError`` naming ``where`` (``ingest()``)."""
+def check_keywords(where: str, given: Iterable[str], known: Collection[str],
+                   elsewhere: Callable[[str], str] | None = None) -> None:
+    """Refuse the first of ``given`` not in ``known`` with a ``KeywordError`` naming ``where`` (``ingest()``);
+    ``elsewhere(name)``: where such an argument is given instead, added to the error (``""``: nowhere)."""
     for name in given:
         if name not in known:
             number = [other for other in _singular_or_plural(name) if other in known]  # query= for queries=
             hint = f"; {did_you_mean(number)} (arguments: {', '.join(sorted(known))})" if number \
                 else unknown_name_hint(name, known, "arguments")
-            raise KeywordError(f"{where} got an unexpected keyword argument {name!r}{hint}", field=name)
+            other = elsewhere(name) if elsewhere is not None and not number else ""
+            raise KeywordError(f"{where} got an unexpected keyword argument {name!r}{hint}"
+                               f"{'; ' + other if other else ''}", field=name)
 
 
 def _singular_or_plural(name: str) -> list[str]:
@@ -46,8 +50,10 @@ def checked_keywords(func: F) -> F:
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if not known.issuperset(kwargs):
-            check_keywords(where, kwargs, known)
+        if not known.issuperset(kwargs):  # an object's keyword_elsewhere says where such an argument goes instead
+            elsewhere = getattr(args[0], "keyword_elsewhere", None) if args and not isinstance(args[0], type) \
+                else None  # (a class method's first argument is its class)
+            check_keywords(where, kwargs, known, elsewhere if callable(elsewhere) else None)
         return func(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

@@ -271,6 +271,17 @@ class Flow:
         """Refuse, naming the step and param, a column that no step above it writes and ``input_columns`` lack."""
         self.built.check_columns(input_columns)
 
+    def keyword_elsewhere(self, name: str) -> str:
+        """Where a keyword ``run`` does not take goes (``checked_keywords``): a param of the flow's steps
+        (``run(q, k=5)``) is set by ``Flow.load``'s ``params``, and ``index`` is ``Flow.load``'s own."""
+        if name == "index":
+            return "the index is Flow.load's: Flow.load(flow, index=...) gives this flow another"
+        steps = [step for step in self.steps if name in type(self.built.operators[step]).Params.model_fields]
+        if not steps:
+            return ""
+        return (f"{name} is a param of step(s) {', '.join(steps)}: Flow.load(..., params={{'{steps[0]}.{name}': "
+                f"...}}) sets a step's, as tessera run --set {steps[0]}.{name}=... does")
+
     def __repr__(self) -> str:
         return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"
 

@@ -240,6 +240,24 @@ def test_a_misspelt_keyword_of_run_load_or_search_says_which_was_meant(bm25_inde
     assert flow.run("classical music", keep_history=False).table.num_rows > 0  # the right name still runs
 
 
+def test_a_steps_param_or_the_index_given_to_run_says_where_it_goes(bm25_index):
+    """``flow.run(q, k=5)`` (as ``index.search`` takes ``k``) and ``flow.run(q, index=...)`` listed run's arguments
+    alone."""
+    from flows.api import Flow
+
+    flow = Flow.load("bm25", index=bm25_index)
+    with pytest.raises(TypeError) as err:
+        flow.run("classical music", k=5)
+    assert str(err.value).endswith("; k is a param of step(s) bm25: Flow.load(..., params={'bm25.k': ...}) sets a "
+                                   "step's, as tessera run --set bm25.k=... does")
+    with pytest.raises(TypeError) as err:
+        flow.run("classical music", index=bm25_index)
+    assert str(err.value).endswith("; the index is Flow.load's: Flow.load(flow, index=...) gives this flow another")
+    with pytest.raises(TypeError) as err:  # a class method's keyword: no flow to ask
+        Flow.load("bm25", k=5)
+    assert str(err.value).endswith("(arguments: index, params, source)")
+
+
 def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):
     from flows.api import Flow
 
