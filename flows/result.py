@@ -151,6 +151,14 @@ class QueryMetadata(dict):
                                 f"{', '.join(held[:10])}{' ...' if len(held) > 10 else ''})")
 
 
+class UnknownResultAttributeError(TesseraError, AttributeError):
+    """An attribute ``FlowResult`` lacks, saying where it is; ``hasattr`` reads it as the ``AttributeError`` it is."""
+
+    def __init__(self, message: str, *, name: str, obj: Any) -> None:
+        TesseraError.__init__(self, message)
+        self.name, self.obj = name, obj
+
+
 @dataclass(repr=False)
 class FlowResult:
     """Final table, per-step history (shared Arrow buffers, not copies), roles, timings, metadata."""
@@ -175,6 +183,26 @@ class FlowResult:
         elif name == "steps" and not isinstance(value, StepRecords):
             value = StepRecords(value)
         super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """An attribute the result lacks says where it is: a table's (``result.to_pandas()``: ``result.table``'s), a
+        query's metadata (``rag.answer``: ``result.metadata['1']['answer']``), or the close names; a bare
+        ``AttributeError`` sent the reader to the dataclass."""
+        held = self.__dict__
+        if name.startswith("_") or "table" not in held:  # (copy and pickle ask before the fields are set)
+            raise AttributeError(name)
+        metadata = held.get("metadata") or {}
+        qid = next((q for q, values in metadata.items() if isinstance(values, dict) and name in values), None)
+        if qid is not None:
+            said = f"; {name} is per-query metadata: result.metadata[{qid!r}][{name!r}]"
+        elif hasattr(pa.Table, name):
+            said = f"; the rows are a pyarrow Table: result.table.{name}"
+        else:
+            known = sorted({*(f for f in type(self).__dataclass_fields__), *(a for a in dir(type(self))
+                                                                            if not a.startswith("_"))})
+            hint = did_you_mean(close_names(name, known))
+            said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)})"
+        raise UnknownResultAttributeError(f"a FlowResult has no {name!r}{said}", name=name, obj=self)
 
     @property
     def order(self) -> list[str]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flows.result import FlowResult, StepRecord
 from operators.testing import sample_results
 
@@ -61,3 +63,20 @@ def test_a_step_record_prints_its_seconds_to_three_digits_and_usage_only_where_s
     spent = StepRecord("answer", "generate.answer", rows_in=5, rows_out=5, seconds=13.80012, usage={"llm_calls": 1})
     assert repr(spent).endswith("seconds=13.8, cached=False, usage={'llm_calls': 1})")
     assert spent.seconds == 13.80012  # the record keeps every digit
+
+
+def test_an_attribute_a_result_lacks_says_where_it_is():
+    """``rag.answer``, ``result.to_pandas()`` and ``result.tabel`` were bare ``AttributeError``s of the dataclass."""
+    import pyarrow as pa
+
+    from operators.errors import TesseraError
+
+    result = FlowResult("rag", pa.table({"qid": ["7"]}), metadata={"7": {"answer": "Bees.", "references": []}})
+    said = {"answer": "a FlowResult has no 'answer'; answer is per-query metadata: result.metadata['7']['answer']",
+            "to_pandas": "a FlowResult has no 'to_pandas'; the rows are a pyarrow Table: result.table.to_pandas",
+            "tabel": "a FlowResult has no 'tabel'; did you mean 'table'? (it has: cache_hit_ratio, description, "}
+    for name, message in said.items():
+        with pytest.raises(AttributeError) as err:
+            getattr(result, name)
+        assert isinstance(err.value, TesseraError) and str(err.value).startswith(message)
+    assert not hasattr(result, "answer") and result.metadata["7"]["answer"] == "Bees."
