@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
-from flows.api.refusals import no_attribute, not_an_index, resume_said
+from flows.api.refusals import ALGEBRA, NoAlgebraError, no_attribute, no_flow_attribute, not_an_index, resume_said
 from flows.api.step_caches import step_cache
 from flows.keywords import checked_keywords
 from flows.spec import FlowSpec, StepSpec, load_request
@@ -270,6 +270,18 @@ class Flow:
     def check_columns(self, input_columns: Collection[str] | None) -> None:
         """Refuse, naming the step and param, a column that no step above it writes and ``input_columns`` lack."""
         self.built.check_columns(input_columns)
+
+    def __getattr__(self, name: str) -> Any:
+        """``flow.search(q)`` (PyTerrier's), ``flow.index`` or a misspelt name says what a flow does instead
+        (``refusals.no_flow_attribute``), not a bare ``AttributeError``."""
+        if name.startswith("_") or "spec" not in self.__dict__:  # (copy and pickle ask before __init__ ran)
+            raise AttributeError(name)
+        raise no_flow_attribute(self, name)
+
+    def __rshift__(self, other: Any) -> Any:  # flow >> rerank, PyTerrier's; +, % likewise
+        raise NoAlgebraError(ALGEBRA, field="flow")
+
+    __rrshift__ = __add__ = __radd__ = __mod__ = __or__ = __and__ = __rshift__
 
     def keyword_elsewhere(self, name: str) -> str:
         """Where a keyword ``run`` does not take goes (``checked_keywords``): a param of the flow's steps

@@ -2,7 +2,8 @@
 ``ingest(...)`` call that resumes, where the engine's errors say the ``tessera`` command or name no argument.
 
 Why a module of its own: ``Index`` and ``Flow.load`` (``flows.api.flow_and_index``) both open indices and refuse
-them alike. An attribute ``Index`` lacks (``no_attribute``) is refused here too, beside them.
+them alike. An attribute ``Index`` or ``Flow`` lacks (``no_attribute``, ``no_flow_attribute``) is refused here too,
+beside them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from operators.errors import TesseraError, close_names, did_you_mean, short_repr
+from operators.errors import SpecError, TesseraError, close_names, did_you_mean, short_repr
 
 
 @contextlib.contextmanager
@@ -65,3 +66,38 @@ def no_attribute(index: Any, name: str) -> UnknownAttributeError:
         hint = did_you_mean(close_names(name, known))
         said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)}; index.store is operators.store.Index)"
     return UnknownAttributeError(f"flows.api.Index has no {name!r}{said}", name=name, obj=index)
+
+
+#: What a PyTerrier pipeline's user writes of a ``Flow``, and what a flow does instead.
+_RUN = "a Flow runs with flow.run(queries) (one text, a list, a dict {qid: text} or a qid, query table)"
+FLOW_WORDS = {"search": _RUN, "transform": _RUN, "query": _RUN, "invoke": _RUN, "execute": _RUN,
+              "index": "the flow's index is Flow.load's: Flow.load(flow, index=...) gives it another",
+              "compile": "a flow is checked and built when it is loaded (flow.built); nothing is left to compile"}
+ALGEBRA = ("there is no operator algebra on flows (PyTerrier's >>, +, %): a pipeline is a spec, where >> is a step "
+           "after another, + two branches fanned in to fuse.weighted (or fuse.rrf), and % a postprocess.reduce step "
+           "with k; Flow.load takes the spec as a dict (docs/python.md, docs/flows.md#inputs-and-fan-in)")
+
+
+class NoAlgebraError(SpecError, TypeError):
+    """``flow >> other`` (PyTerrier's algebra): a ``SpecError`` saying what a spec writes instead, and the
+    ``TypeError`` Python raises for an operator a type does not support."""
+
+
+class UnknownFlowAttributeError(TesseraError, AttributeError):
+    """An attribute ``flows.api.Flow`` lacks, saying what a flow does instead; ``hasattr`` reads it as the
+    ``AttributeError`` it is."""
+
+    def __init__(self, message: str, *, name: str, obj: Any) -> None:
+        TesseraError.__init__(self, message)
+        self.name, self.obj = name, obj
+
+
+def no_flow_attribute(flow: Any, name: str) -> UnknownFlowAttributeError:
+    """``flow.NAME`` that ``Flow`` lacks: what to call instead (``search``: run), or the close names."""
+    if name in FLOW_WORDS:
+        said = f"; {FLOW_WORDS[name]}"
+    else:
+        known = sorted(a for a in {*dir(type(flow)), *vars(flow)} if not a.startswith("_"))
+        hint = did_you_mean(close_names(name, known))
+        said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)})"
+    return UnknownFlowAttributeError(f"a Flow has no {name!r}{said}", name=name, obj=flow)
