@@ -41,7 +41,11 @@ def step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
     from flows.cache import StepCache
     from flows.store import default_cache_dir
 
-    root = (default_cache_dir() if cache is True else Path(cache)).absolute()
+    try:  # "~/cache": the home folder's, as an index path's "~" is (a folder named "~" was made in the working one)
+        root = (default_cache_dir() if cache is True else Path(cache).expanduser()).absolute()
+    except RuntimeError:  # ~nosuchuser
+        raise SpecError(f"cache {os.fspath(cache)!r} starts with a ~user this machine does not know: give another "
+                        "folder", field="cache") from None
     with _caches_lock:
         let_go = [_caches.pop(kept) for kept in list(_caches) if kept != root and not kept.is_dir()]
         if root not in _caches:
