@@ -97,6 +97,12 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         raise IngestError(f"source must be a file, a glob or a folder (str or pathlib.Path), or a read step "
                           f"{{'op': ..., 'params': ...}}; got {type(source).__name__} {short_repr(source)}",
                           field="source")
+    if chunk is True:  # "yes, chunk": the spec's chunk step, as None is
+        chunk = None
+    if chunk is not None and chunk is not False and not isinstance(chunk, dict):  # dict(True): a bare TypeError
+        raise IngestError(f"chunk is the chunker's params ({{'size': 200, 'unit': 'tokens'}}), False for none, or None "
+                          f"(or True) for the spec's chunk step; got {type(chunk).__name__} {short_repr(chunk)}",
+                          field="chunk")
     if shard_size is not None and shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     try:  # an empty name, ~nosuchuser; a file (a corpus, most likely), bench's folder, a lost manifest

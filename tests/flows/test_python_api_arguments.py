@@ -156,6 +156,7 @@ def test_search_arguments_out_of_reach_are_refused_naming_them(bm25_index, optio
     ({"shard_size": "10"}, "shard_size", "shard_size must be a whole number, got str '10'"),
     ({"shard_size": True}, "shard_size", "got bool True"),
     ({"index": None}, "index", "an index is a name or a path (str or pathlib.Path), got NoneType None"),
+    ({"chunk": "yes"}, "chunk", "False for none, or None (or True) for the spec's chunk step; got str 'yes'"),
     ({"source": ["corpus.jsonl"]}, "source", "item 1 of 1 is str 'corpus.jsonl' (a file, a glob or a folder is one str "
                                                "or pathlib.Path)"),
 ])

@@ -136,3 +136,11 @@ def test_warnings_about_documents_in_memory_name_them_not_a_temporary_file(home,
     assert any(m.startswith("the documents given: field(s) score are left out") for m in said), said
     assert any(m.endswith("skipped 1 document(s) with an empty text in the documents given") for m in said), said
     assert not any("tessera-documents-" in m for m in said)
+
+
+def test_chunk_true_is_the_specs_chunk_step_as_none_is(home):
+    """``ingest(..., chunk=True)`` was ``TypeError: 'bool' object is not iterable`` from inside the plan."""
+    from flows.api import ingest
+
+    index = ingest([{"id": "a", "text": "Owls hunt at night. " * 300}], home / "idx", chunk=True, **BM25)
+    assert index.report.docs == 1 and len(index) > 1  # cut into passages of 200 word pieces, as by default
