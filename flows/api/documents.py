@@ -33,10 +33,10 @@ def _is_dataframe(value: Any) -> bool:
     return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
 
 
-def as_table(documents: Any, text_field: str = "text") -> pa.Table:
+def as_table(documents: Any, text_field: str | None = "text") -> pa.Table:
     """The documents as a table with a column each field, or an ``IngestError`` on ``source`` saying what is wrong
     (before anything is written: a missing text field failed every document into the ledger, naming a temporary
-    file)."""
+    file); ``text_field`` None: not checked."""
     from flows.ingestion.errors import IngestError
 
     if isinstance(documents, pa.RecordBatch):
@@ -62,7 +62,7 @@ def as_table(documents: Any, text_field: str = "text") -> pa.Table:
                               f"one type in every document)", field="source") from None
     if documents.num_rows == 0:
         raise IngestError("source holds no documents", field="source")
-    if text_field not in documents.column_names:
+    if text_field is not None and text_field not in documents.column_names:
         raise IngestError(f"the documents have no field {text_field!r} (fields: {', '.join(documents.column_names)}): "
                           f"name the one that holds the text with fields={{'text_field': NAME}}", field="source")
     return documents
@@ -73,8 +73,10 @@ def documents_file(documents: Any, fields: Any = None) -> Iterator[str]:
     """The documents written to a Parquet file, for as long as the ``with`` lasts; ``fields``: ``ingest``'s."""
     import pyarrow.parquet as pq
 
-    text_field = fields.get("text_field") if isinstance(fields, dict) else None
-    table = as_table(documents, text_field if isinstance(text_field, str) else "text")
+    # fields of another form ({"text": "body"}) are left to ingest, which names the keys it takes
+    plain = fields is None or isinstance(fields, dict) and set(fields) <= {"id_field", "text_field", "title_field"}
+    text_field = (fields or {}).get("text_field", "text") if plain else None
+    table = as_table(documents, text_field if isinstance(text_field, str) else None)
     with tempfile.TemporaryDirectory(prefix="tessera-documents-") as folder:
         path = os.path.join(folder, FILE_NAME)
         pq.write_table(table, path)

@@ -144,3 +144,16 @@ def test_chunk_true_is_the_specs_chunk_step_as_none_is(home):
 
     index = ingest([{"id": "a", "text": "Owls hunt at night. " * 300}], home / "idx", chunk=True, **BM25)
     assert index.report.docs == 1 and len(index) > 1  # cut into passages of 200 word pieces, as by default
+
+
+@pytest.mark.parametrize("fields, said", [({"text": "body"}, "fields: 'text' is none of id_field, text_field, "
+                                                             "title_field"),
+                                          (["body"], "fields must be a dict such as {'text_field': 'body'}")])
+def test_fields_of_another_form_with_documents_are_refused_as_with_a_file(home, fields, said):
+    """The documents' own check said "the documents have no field 'text' ... fields={'text_field': NAME}" to a
+    caller who had given fields, in another form: ingest names the keys it takes, as it does for a file."""
+    from flows.api import ingest
+
+    with pytest.raises(IngestError) as err:
+        ingest([{"id": "a", "body": "Owls hunt."}], home / "idx", fields=fields, **BM25)
+    assert err.value.field == "fields" and said in err.value.message
