@@ -295,7 +295,18 @@ class Flow:
                 f"...}}) sets a step's, as tessera run --set {steps[0]}.{name}=... does")
 
     def __repr__(self) -> str:
-        return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"
+        """The steps in run order, ``->`` where a step reads the one before it, else what it reads: ``Flow('hybrid':
+        bm25 (retrieve.bm25); dense (retrieve.dense <- queries); fused (fuse.rrf <- bm25 + dense))`` (``bm25 ->
+        dense -> fused`` said that dense read bm25's rows)."""
+        text, before = "", None
+        for step in self.steps:
+            inputs = list(self.built.inputs[step])
+            chained = inputs == [before] if before is not None else not inputs
+            reads = "" if chained else f" <- {' + '.join(inputs) or 'queries'}"
+            shown = f"{step} ({self.spec.steps[step].op}{reads})"
+            text += shown if before is None else f" -> {shown}" if chained else f"; {shown}"
+            before = step
+        return f"Flow({self.name!r}: {text})"
 
     @checked_keywords
     def run(self, queries: Queries | None = None, *, executor: Literal["local", "ray"] = "local",

@@ -35,3 +35,16 @@ def test_pyterrier_operators_on_flows_say_that_a_pipeline_is_a_spec(bm25_index):
         assert isinstance(err.value, SpecError) and err.value.message.startswith(
             "there is no operator algebra on flows (PyTerrier's >>, +, %): a pipeline is a spec, where >> is a step "
             "after another")
+
+
+def test_a_flow_prints_what_each_step_reads_where_it_is_not_the_step_before(bm25_index):
+    """``Flow('hybrid': bm25 (retrieve.bm25) -> dense (retrieve.dense) -> fused (fuse.rrf))`` said that dense read
+    bm25's rows; it reads the queries, and fused both."""
+    from flows.api import Flow
+
+    assert repr(Flow.load("hybrid", index=bm25_index)) == (
+        "Flow('hybrid': bm25 (retrieve.bm25); dense (retrieve.dense <- queries); fused (fuse.rrf <- bm25 + dense))")
+    assert repr(Flow.load("rag", index=bm25_index)).startswith(
+        "Flow('rag': standalone (query.contextualize) -> bm25 (retrieve.bm25); dense (retrieve.dense <- standalone); "
+        "fused (fuse.rrf <- bm25 + dense) -> per_doc (postprocess.dedup) -> top (postprocess.reduce) -> ")
+    assert repr(Flow.load("bm25", index=bm25_index)) == "Flow('bm25': bm25 (retrieve.bm25))"
