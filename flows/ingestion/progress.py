@@ -165,7 +165,7 @@ class ProgressTracker:
         if not self.docs or seconds <= 0:
             return ""
         rate = self.docs / seconds
-        text = f", {rate:.0f} docs/s"
+        text = f", {rate:.0f} docs/s" if rate >= 10 else f", {rate:.2g} docs/s"  # 4 docs in 11 s were "0 docs/s"
         if self.docs_total and self.docs < self.docs_total:
             text += ", " + time_left(seconds, self.docs, self.docs_total - self.docs)
         return text

@@ -102,9 +102,20 @@ def test_the_bar_counts_a_committed_shards_documents_before_it_shows_the_shard(m
         tracker.committed("b", 6, 0)
     written = lines.getvalue().splitlines()
     assert written[0] == "ingest: 10 docs in 2 shard(s)" and len(written) == 3, written
-    assert re.fullmatch(r"ingest: shard 1/2 committed, 7/10 docs, 1 failed, \d+ docs/s, about \d+:\d\d:\d\d left",
+    assert re.fullmatch(r"ingest: shard 1/2 committed, 7/10 docs, 1 failed, [\d.]+ docs/s, about \d+:\d\d:\d\d left",
                         written[1]), written  # the pace and the time left: a log's reader need not do the sums
-    assert re.fullmatch(r"ingest: shard 2/2 committed, 10/10 docs, 1 failed, \d+ docs/s", written[2]), written
+    assert re.fullmatch(r"ingest: shard 2/2 committed, 10/10 docs, 1 failed, [\d.]+ docs/s", written[2]), written
+    assert all(" 0 docs/s" not in line for line in written)
+
+
+def test_a_pace_below_ten_documents_a_second_is_said_to_two_digits(monkeypatch):
+    """A first small ingest (4 documents in 11 s, the model's load among them) said "0 docs/s"."""
+    lines = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", lines)
+    with ProgressTracker("ingest", docs_total=4, shard_docs={"a": 4}) as tracker:
+        tracker._started -= 11  # the stage began 11 s ago
+        tracker.committed("a", 4, 0)
+    assert lines.getvalue().splitlines()[-1] == "ingest: shard 1/1 committed, 4/4 docs, 0 failed, 0.36 docs/s"
 
 
 def _interrupt_after_first_commit(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
