@@ -50,6 +50,18 @@ def dict_queries(queries: dict) -> pa.Table:
     return pa.table({"qid": qids, "query": pa.array(list(queries.values()), pa.string())})
 
 
+def record_queries(queries: Any) -> Any:
+    """A list of dicts, one per query (``[{"qid": "q1", "query": "..."}]``, as ``ingest`` takes documents), as the
+    table of its fields, which ``as_queries`` checks (``qid`` and ``query``, or the rename); anything else as given.
+    It was refused: ``query 1 of 1 is {...} (dict), not text``."""
+    if not isinstance(queries, (list, tuple)) or not queries or not all(isinstance(q, dict) for q in queries):
+        return queries
+    columns = {name: [q.get(name) for q in queries] for name in dict.fromkeys(k for q in queries for k in q)}
+    return dict_queries(columns) if "qid" in columns and "query" in columns else pa.table(
+        {name: pa.array([None if v is None else str(v) for v in values], pa.string())
+         for name, values in columns.items()})  # (only its column names are read, to say what it lacks)
+
+
 def refuse_file(queries: Any) -> None:
     """A path given as queries: a ``pathlib.Path`` was refused as no query form, and a text naming a queries file
     that exists (``"queries.jsonl"``) was searched for as one query's text, the file unread (``tessera run

@@ -319,7 +319,7 @@ class Flow:
         step cache in ``$TESSERA_HOME/cache`` (a path: that folder). A model the flow needs that is
         not on this machine raises ``MissingModelsError`` (every one, with its step) before anything runs.
         """
-        from flows.api_queries import dict_queries, refuse_file, series_queries
+        from flows.api_queries import dict_queries, record_queries, refuse_file, series_queries
         from flows.executors import make_executor
         from flows.executors.base import as_queries
 
@@ -342,6 +342,7 @@ class Flow:
             queries = series_queries(queries)  # df.set_index("_id")["text"] was numbered 1, 2, ..., its qids dropped
         if isinstance(queries, dict):
             queries = dict_queries(queries)
+        queries = record_queries(queries)
         refuse_file(queries)
         unset = self.spec.unset_index_steps()
         if unset:

@@ -30,7 +30,8 @@ def as_flow(flow: Flow | FlowSpec | str) -> Flow:
 
 
 QUERIES_ACCEPTED = ("one text, a list of texts, a pyarrow Table or pandas DataFrame with columns qid and query, or "
-                    "(to Flow.run) a dict {qid: text} or of columns qid and query")
+                    "(to Flow.run) a dict {qid: text} or of columns qid and query, or a list of dicts with qid and "
+                    "query")
 
 
 def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None = None) -> pa.Table:

@@ -81,3 +81,22 @@ def test_run_with_no_queries_says_which_step_reads_them_and_runs_a_flow_that_rea
     read = Flow.load({"name": "read", "steps": {"read": {"op": "sources.jsonl", "params": {"path": str(corpus)}},
                                                 "words": {"op": "analyze.word_count"}}})
     assert read.run().table.column("word_count").to_pylist() == [2]
+
+
+def test_a_list_of_dicts_is_a_queries_table_of_their_fields(bm25_index):
+    """``flow.run([{"qid": "q1", "query": "..."}])`` (a list of dicts, as ``ingest`` takes documents) was refused,
+    ``query 1 of 1 is {...} (dict), not text``; its other fields are columns, as a table's are."""
+    from flows.api import Flow, Index
+
+    flow = Flow.load("bm25", index=bm25_index)
+    result = flow.run([{"qid": "q1", "query": "classical music", "lang": "en"}, {"qid": "q2", "query": "opera"}])
+    assert set(result.table.column("qid").to_pylist()) == {"q1", "q2"} and "lang" in result.table.column_names
+    assert Index.open(bm25_index).search([{"qid": "q7", "query": "opera"}]).column("qid").unique().to_pylist() == \
+        ["q7"]
+    with pytest.raises(SpecError) as err:  # the fields a table needs, as of a table
+        flow.run([{"_id": "q1", "text": "opera"}])
+    assert "it lacks qid and query (columns: _id, text): rename _id to qid and text to query" in err.value.message
+    with pytest.raises(SpecError) as err:  # dicts and texts mixed: each query is one or the other
+        flow.run([{"qid": "q1", "query": "opera"}, "music"])
+    assert err.value.message.startswith("query 1 of 2 is {'qid': 'q1', 'query': 'opera'} (dict), not text")
+    assert err.value.message.endswith("or a list of dicts with qid and query")
