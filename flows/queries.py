@@ -62,6 +62,11 @@ def read_queries(source: str | Path) -> pa.Table:
         return _checked(_sniffed(_stdin_bytes(), STDIN), STDIN)
     path = Path(source)
     try:
+        if str(source).startswith("~"):  # read_queries("~/q.jsonl") in Python: the shell expands it for --queries
+            path = path.expanduser()
+    except RuntimeError:  # ~word names no user: a query's text, or a file not found, below
+        pass
+    try:
         # a pipe (``-q /dev/stdin``, ``<(...)``, a FIFO) or a device is read as a file too: not a folder is enough
         is_file = path.exists() and not path.is_dir()
     except OSError:  # a long literal query is not a valid file name

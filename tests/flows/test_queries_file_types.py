@@ -82,3 +82,12 @@ def test_a_json_file_of_one_pretty_printed_query_object_is_read(tmp_path):
     (tmp_path / "lines.json").write_text('{"_id": "a", "text": "honey"}\n{"_id": "b", "text": "opera"}\n',
                                          encoding="utf-8")  # JSON lines under .json: as before
     assert read_queries(str(tmp_path / "lines.json")).column("qid").to_pylist() == ["a", "b"]
+
+
+def test_a_queries_file_under_the_home_folder_is_read_and_a_tilde_query_searched(tmp_path, monkeypatch):
+    """``read_queries("~/q.txt")`` in Python said ``queries file not found: ~/q.txt`` (the shell expands ``~`` for
+    ``--queries``; Python does not)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "q.txt").write_text("honey bees\n", encoding="utf-8")
+    assert read_queries("~/q.txt").column("query").to_pylist() == ["honey bees"]
+    assert read_queries("~nosuchuser9 is no user").column("query").to_pylist() == ["~nosuchuser9 is no user"]
