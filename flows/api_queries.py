@@ -75,8 +75,8 @@ def refuse_file(queries: Any) -> None:
         named = os.fspath(queries)
     elif isinstance(queries, str) and looks_like_path(queries):
         try:
-            named = queries if Path(queries.strip()).is_file() else None
-        except OSError:  # a name too long for a path
+            named = queries if Path(queries.strip()).expanduser().is_file() else None
+        except (OSError, RuntimeError):  # a name too long for a path; ~word, no user's
             named = None
     else:
         named = None

@@ -36,6 +36,15 @@ def test_a_queries_files_name_is_refused_saying_to_read_it(bm25_index, queries_f
     assert flow.run(read_queries(str(queries_file))).table.column("qid").unique().to_pylist() == ["q1"]
 
 
+def test_a_queries_file_under_the_home_folder_is_refused_too(bm25_index, queries_file, monkeypatch):
+    from flows.api import Flow
+
+    monkeypatch.setenv("HOME", str(queries_file.parent))
+    with pytest.raises(SpecError, match=r"^field 'queries': queries '~/queries.jsonl' is a file's name: "
+                                        r".*read_queries\('~/queries"):
+        Flow.load("bm25", index=bm25_index).run("~/queries.jsonl")
+
+
 def test_a_query_that_only_looks_like_a_file_name_is_searched(bm25_index, tmp_path):
     from flows.api import Flow
 
