@@ -42,10 +42,12 @@ def resolve_spec_path(source: str | Path) -> Path | None:
         path = Path(source)
         if path.is_file():
             return path
+        if str(source).startswith("~") and path.expanduser().is_file():  # Flow.load("~/flow.yaml") in Python
+            return path.expanduser()
         builtin = store.builtin_path(str(source))
         if builtin is not None:
             return builtin
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: ~word, no user's
         return None
     return store.saved_path(str(source))
 

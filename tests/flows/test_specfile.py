@@ -280,3 +280,15 @@ def test_a_top_level_key_that_only_holds_an_anchor_is_said_as_one(tmp_path):
     path.write_text("steps:\n  bm25: {op: retrieve.bm25, params: &d {k: 5}}\n  dense: {op: retrieve.dense, "
                     "params: *d, inputs: []}\n  fused: {op: fuse.rrf, inputs: [bm25, dense]}\n", encoding="utf-8")
     assert FlowSpec.load(path).steps["dense"].params == {"k": 5}
+
+
+def test_a_spec_file_under_the_home_folder_is_read(tmp_path, monkeypatch):
+    """``Flow.load("~/flow.yaml")`` in Python said ``spec file '~/flow.yaml' does not exist`` (the shell expands ``~``
+    for ``tessera run``; Python does not)."""
+    from flows.api import Flow
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "flow.yaml").write_text("name: mine\nsteps:\n  wc: {op: analyze.word_count}\n", encoding="utf-8")
+    assert Flow.load("~/flow.yaml").name == "mine"
+    with pytest.raises(SpecError, match="spec file '~nosuchuser9/flow.yaml' does not exist"):
+        Flow.load("~nosuchuser9/flow.yaml")
