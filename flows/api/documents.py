@@ -68,15 +68,36 @@ def as_table(documents: Any, text_field: str | None = "text") -> pa.Table:
     return documents
 
 
+def checked_table(documents: Any, fields: Any = None) -> pa.Table:
+    """``as_table`` with the text field ``fields`` (``ingest``'s) names; fields of another form (``{"text":
+    "body"}``) are left to ``ingest``, which names the keys it takes."""
+    text_field = _plain(fields).get("text_field", "text") if _plain(fields) is not None else None
+    return as_table(documents, text_field if isinstance(text_field, str) else None)
+
+
+def _plain(fields: Any) -> dict | None:
+    """``fields`` where it is a dict of the keys ``ingest`` takes ({} for None), else None."""
+    if fields is None:
+        return {}
+    return fields if isinstance(fields, dict) and set(fields) <= {"id_field", "text_field", "title_field"} else None
+
+
+def document_ids(table: pa.Table, fields: Any = None) -> list[str]:
+    """The ids the documents will have, as the reader takes them (``fields``' ``id_field``, else ``_id`` and its
+    fallbacks); a document without one (its id made from its content) is left out."""
+    from operators.sources._common import default_id
+
+    id_field = (_plain(fields) or {}).get("id_field")
+    ids = (row.get(id_field) if isinstance(id_field, str) else default_id(row) for row in table.to_pylist())
+    return [str(value) for value in ids if value is not None and str(value).strip()]
+
+
 @contextlib.contextmanager
 def documents_file(documents: Any, fields: Any = None) -> Iterator[str]:
     """The documents written to a Parquet file, for as long as the ``with`` lasts; ``fields``: ``ingest``'s."""
     import pyarrow.parquet as pq
 
-    # fields of another form ({"text": "body"}) are left to ingest, which names the keys it takes
-    plain = fields is None or isinstance(fields, dict) and set(fields) <= {"id_field", "text_field", "title_field"}
-    text_field = (fields or {}).get("text_field", "text") if plain else None
-    table = as_table(documents, text_field if isinstance(text_field, str) else None)
+    table = checked_table(documents, fields)
     with tempfile.TemporaryDirectory(prefix="tessera-documents-") as folder:
         path = os.path.join(folder, FILE_NAME)
         pq.write_table(table, path)
@@ -91,10 +112,15 @@ LABEL = "the documents given"
 @contextlib.contextmanager
 def _said_as(path: str, label: str) -> Iterator[None]:
     """While open, a warning of the reader's or the ingestion's (``skipped 1 document(s) with an empty text in
-    PATH``, ``PATH: field(s) score are left out``) names ``label`` where it named ``path``."""
+    PATH``, ``PATH: field(s) score are left out``) names ``label`` where it named ``path``, and the note that the
+    documents were staged before (``RESENT``) is left out."""
     import logging
 
+    from flows.ingestion.job import RESENT
+
     def rewrite(record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(RESENT):  # documents given again: add and update
+            return False  # ingest them again, as asked; the note named the temporary file of the first time
         message = record.getMessage()
         if path in message:
             record.msg, record.args = message.replace(path, label), ()

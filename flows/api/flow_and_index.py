@@ -110,9 +110,22 @@ class Index:
     def add(self, documents: Any, **options: Any) -> "IngestReport":
         """Add ``documents`` (a list of dicts, a pandas DataFrame, a pyarrow Table, or a file, glob or folder) as
         ``ingest`` does, cut into passages and embedded with the index's settings; what the run did. An id the index
-        holds already fails the commit, naming it: ``update`` replaces such documents. ``options``: ``ingest``'s."""
+        holds already fails the commit, naming it: ``update`` replaces such documents. ``options``: ``ingest``'s.
+
+        Documents in memory are added now, whatever was staged before: ids the index holds are refused before
+        anything is embedded, and the rest ingested as a source of their own (``replace=True`` replaces none), so
+        documents added, deleted and added again come back (``ingest`` resumed them: nothing to do)."""
+        from flows.api.documents import checked_table, document_ids, in_memory
         from operators.store.errors import CommitError
 
+        if in_memory(documents) and not options.get("replace"):
+            documents = checked_table(documents, options.get("fields"))
+            live = self.store.live_doc_ids()
+            if clash := [doc_id for doc_id in document_ids(documents, options.get("fields")) if doc_id in live]:
+                raise CommitError(f"document(s) {clash[:5]} ({len(clash)} in all) are already live in {self.path}; "
+                                  "nothing was embedded or written", advice="give the documents other ids, or "
+                                  "replace the index's copies: index.update(documents)", field="doc_id")
+            options = {**options, "replace": True}
         try:
             return self._ingested(documents, "Index.add()", options)
         except CommitError as err:  # its advice named tessera ingest --replace and replace=True

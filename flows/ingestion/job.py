@@ -33,6 +33,9 @@ from flows.ingestion.unrecorded import source_shards
 from operators.store.disk import refused_by_disk
 
 log = logging.getLogger("tessera.ingest")
+#: How the note of a source whose documents the index staged before, ingested again with replace=True, begins (the
+#: Python API's documents in memory, given again to Index.add or update, leave it out: it names a temporary file).
+RESENT = "the source starts with the documents of a source the index holds"
 __all__ = ["DEFAULT_SHARD_SIZE", "CheckedIngest", "IngestReport", "check_ingest", "ingest"]
 
 class _Run(ShardCommits):
@@ -121,9 +124,9 @@ class _Run(ShardCommits):
         # the same documents at another path resume; to replace what the index holds, they are ingested again
         moved = earlier_key(self.plan.read, self.path, self.shard_size, finished)
         if moved is not None and self.replace:
-            log.warning("the source starts with the documents of a source the index holds (last read from %s); "
-                        "with replace=True they are ingested again, as a source of their own: every document is "
-                        "embedded again and replaces the index's copy (one deleted from the index since comes back)",
+            log.warning(RESENT + " (last read from %s); with replace=True they are ingested again, as a source of "
+                        "their own: every document is embedded again and replaces the index's copy (one deleted from "
+                        "the index since comes back)",
                         last_path(self.path, moved))
             moved = None
         if moved is not None:

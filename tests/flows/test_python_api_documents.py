@@ -157,3 +157,24 @@ def test_fields_of_another_form_with_documents_are_refused_as_with_a_file(home, 
     with pytest.raises(IngestError) as err:
         ingest([{"id": "a", "body": "Owls hunt."}], home / "idx", fields=fields, **BM25)
     assert err.value.field == "fields" and said in err.value.message
+
+
+def test_documents_added_deleted_and_added_again_come_back_without_a_note_of_a_temporary_file(home, caplog):
+    """``index.add(docs)`` after ``index.delete`` of them found their staged shards done ("nothing to do") and left
+    them deleted; ``index.update`` back to content given before logged that "the source ... (last read from
+    /tmp/tessera-documents-...)" was ingested again."""
+    import logging
+
+    from flows.api import ingest
+
+    index = ingest(DOCS, home / "idx", **BM25)
+    assert index.delete(["d1", "d2"]) == 2 and len(index) == 0
+    assert index.add(DOCS, progress=False).docs == 2 and len(index) == 2
+    with pytest.raises(CommitError, match=r"document\(s\) \['d1', 'd2'\] \(2 in all\) are already live in .*; nothing "
+                                          r"was embedded or written; give the documents other ids"):
+        index.add(DOCS, progress=False)
+    index.update([{"id": "d1", "text": "Barn owls nest in barns."}], progress=False)
+    with caplog.at_level(logging.INFO):
+        index.update([DOCS[0]], progress=False)  # back to the text given first
+    assert index.store.documents(["d1#0"]).column("text").to_pylist() == [DOCS[0]["text"]]
+    assert not any("tessera-documents-" in record.getMessage() for record in caplog.records)
