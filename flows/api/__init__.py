@@ -17,7 +17,8 @@ service use.
 
 The API is a package: ``Flow`` and ``Index`` live in ``flows.api.flow_and_index``, the step caches runs share in
 ``flows.api.step_caches``, the refusals in a Python caller's words in ``flows.api.refusals``, ``ingest``'s run in
-``flows.api.ingesting`` and documents held in memory in ``flows.api.documents``; import them from here.
+``flows.api.ingesting``, documents held in memory in ``flows.api.documents`` and an index's changes (``Index.add``,
+``update``, ``delete``) in ``flows.api.index_changes``; import them from here.
 """
 
 from __future__ import annotations

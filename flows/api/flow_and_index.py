@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
+from flows.api import index_changes
 from flows.api.refusals import ALGEBRA, NoAlgebraError, no_attribute, no_flow_attribute, not_an_index, resume_said
 from flows.api.step_caches import step_cache
 from flows.keywords import checked_keywords
@@ -110,59 +111,19 @@ class Index:
     def add(self, documents: Any, **options: Any) -> "IngestReport":
         """Add ``documents`` (a list of dicts, a pandas DataFrame, a pyarrow Table, or a file, glob or folder) as
         ``ingest`` does, cut into passages and embedded with the index's settings; what the run did. An id the index
-        holds already fails the commit, naming it: ``update`` replaces such documents. ``options``: ``ingest``'s.
-
-        Documents in memory are added now, whatever was staged before: ids the index holds are refused before
-        anything is embedded, and the rest ingested as a source of their own (``replace=True`` replaces none), so
-        documents added, deleted and added again come back (``ingest`` resumed them: nothing to do)."""
-        from flows.api.documents import checked_table, document_ids, in_memory
-        from operators.store.errors import CommitError
-
-        if in_memory(documents) and not options.get("replace"):
-            documents = checked_table(documents, options.get("fields"))
-            live = self.store.live_doc_ids()
-            if clash := [doc_id for doc_id in document_ids(documents, options.get("fields")) if doc_id in live]:
-                raise CommitError(f"document(s) {clash[:5]} ({len(clash)} in all) are already live in {self.path}; "
-                                  "nothing was embedded or written", advice="give the documents other ids, or "
-                                  "replace the index's copies: index.update(documents)", field="doc_id")
-            options = {**options, "replace": True}
-        try:
-            return self._ingested(documents, "Index.add()", options)
-        except CommitError as err:  # its advice named tessera ingest --replace and replace=True
-            if "already live" not in err.detail or options.get("replace"):
-                raise
-            raise CommitError(err.detail, advice="give the documents other ids, or replace the index's copies: "
-                              "index.update(documents)", field=err.field) from None
+        holds already is refused, naming it: ``update`` replaces such documents. ``options``: ``ingest``'s
+        (``flows.api.index_changes``)."""
+        return index_changes.add(self.store, documents, options)
 
     def update(self, documents: Any, **options: Any) -> "IngestReport":
         """Replace the documents with the ids of ``documents`` (their old passages go in the commit that adds the
         new ones), adding those the index lacks: ``add`` with ``replace=True``."""
-        return self._ingested(documents, "Index.update()", {**options, "replace": True})
-
-    def _ingested(self, documents: Any, call: str, options: dict[str, Any]) -> "IngestReport":
-        """``ingest(documents, self, **options)``'s report, with ``ingest``'s defaults."""
-        from flows.api.ingesting import ingested
-
-        options = {"spec": "ingest", "executor": "local", "progress": True, **options}
-        return ingested(documents, self.path, call=call, **options)
+        return index_changes.ingested(self.path, documents, "Index.update()", {**options, "replace": True})
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete the documents ``doc_ids`` (every passage of each); how many passages went. An id the index does not
         hold (a typo among them) is refused, naming it, and nothing is deleted, as ``tessera index delete`` does."""
-        from operators.store.errors import CommitError, listed_ids
-
-        if not isinstance(doc_ids, Iterable):  # a number: "'int' object is not iterable" from inside
-            raise CommitError(f"doc_ids is a list of document ids; got {type(doc_ids).__name__} "
-                              f"{short_repr(doc_ids)}", field="doc_ids")
-        wanted = list(dict.fromkeys(str(i) for i in listed_ids(doc_ids, "doc_ids")))
-        live = self.store.live_doc_ids()
-        if unknown := [doc_id for doc_id in wanted if doc_id not in live]:
-            passage = any("#" in doc_id for doc_id in unknown)
-            docno = " (a passage's docno is DOC_ID#N: delete takes the DOC_ID)" if passage else ""
-            raise CommitError(f"{self.path.name} holds no document {', '.join(map(repr, unknown[:5]))}"
-                              f"{f' ({len(unknown)} in all)' if len(unknown) > 5 else ''}, so nothing was deleted"
-                              f"{docno}", field="doc_ids")
-        return self.store.delete(doc_ids=wanted)
+        return index_changes.delete(self.store, doc_ids)
 
     def _method(self, method: str | None) -> str:
         """``method``, checked against what the index holds; by default the richest one it can answer."""
