@@ -13,7 +13,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -27,6 +27,20 @@ def in_memory(source: Any) -> bool:
     """Whether ``source`` is documents rather than a path or a read step: a list or tuple, a pyarrow Table or
     RecordBatch, a pandas DataFrame."""
     return isinstance(source, (list, tuple, pa.Table, pa.RecordBatch)) or _is_dataframe(source)
+
+
+def materialized(source: Any) -> Any:
+    """``source`` as ``ingest`` takes it: a generator or an iterator of documents as a list; another type than a
+    path, a read step or documents refused in words that name documents too (the engine's name paths alone)."""
+    if source is None or isinstance(source, (str, os.PathLike, dict)) or in_memory(source):
+        return source
+    if isinstance(source, Iterable) and not isinstance(source, (bytes, bytearray)):
+        return list(source)
+    from flows.ingestion.errors import IngestError
+
+    raise IngestError(f"source is a file, a glob or a folder (str or pathlib.Path), a read step {{'op': ..., "
+                      f"'params': ...}}, or documents: a list of dicts, a pandas DataFrame or a pyarrow Table; got "
+                      f"{type(source).__name__} {short_repr(source)}", field="source")
 
 
 def _is_dataframe(value: Any) -> bool:

@@ -22,10 +22,10 @@ def add(store: "StoreIndex", documents: Any, options: dict[str, Any]) -> "Ingest
     before anything is embedded, and the rest ingested as a source of their own (``replace=True`` replaces none), so
     documents added, deleted and added again come back (``ingest`` resumed them: nothing to do). A file's ids the
     index holds fail its commit, with the same advice."""
-    from flows.api.documents import checked_table, document_ids, in_memory
+    from flows.api.documents import checked_table, document_ids, in_memory, materialized
     from operators.store.errors import CommitError
 
-    path = Path(store.path)
+    path, documents = Path(store.path), materialized(documents)
     if in_memory(documents) and not options.get("replace"):
         documents = checked_table(documents, options.get("fields"))
         live = store.live_doc_ids()

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from flows.api.documents import documents_file, in_memory
+from flows.api.documents import documents_file, in_memory, materialized
 from flows.keywords import check_keywords
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ def ingested(source: Any, index: "str | os.PathLike", *, call: str, spec: Any, e
 
         raise IngestError("source is None: give the file, glob or folder to ingest (None is for a spec= whose read "
                           "step names its own source, or retry_failed=True)", field="source")
+    source = materialized(source)
     read = documents_file(source, options.get("fields")) if in_memory(source) else contextlib.nullcontext(source)
     try:
         with read as source:

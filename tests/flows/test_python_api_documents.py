@@ -178,3 +178,16 @@ def test_documents_added_deleted_and_added_again_come_back_without_a_note_of_a_t
         index.update([DOCS[0]], progress=False)  # back to the text given first
     assert index.store.documents(["d1#0"]).column("text").to_pylist() == [DOCS[0]["text"]]
     assert not any("tessera-documents-" in record.getMessage() for record in caplog.records)
+
+
+def test_a_generator_of_documents_is_ingested_and_another_type_refused_naming_documents_too(home):
+    """A generator of dicts was refused as "source must be a file, a glob or a folder ...; got generator", and so
+    was a number, in words that named no documents, which ingest takes too."""
+    from flows.api import ingest
+
+    index = ingest((doc for doc in DOCS), home / "idx", **BM25)
+    assert len(index) == 2 and index.add(iter([{"id": "d3", "text": "Owls."}]), progress=False).docs == 1
+    with pytest.raises(IngestError) as err:
+        ingest(5, home / "other", **BM25)
+    assert err.value.field == "source" and err.value.message.endswith(
+        "or documents: a list of dicts, a pandas DataFrame or a pyarrow Table; got int 5")
