@@ -63,6 +63,10 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
+    def __repr__(self) -> str:
+        """``CancelToken(not cancelled)`` or ``CancelToken(cancelled: 'reason')``, not the object's address."""
+        return f"CancelToken(cancelled: {self.reason!r})" if self.cancelled else "CancelToken(not cancelled)"
+
     def raise_if_cancelled(self, step: str | None = None) -> None:
         if self._event.is_set():
             raise FlowCancelled(self.reason or "cancelled", step=step)

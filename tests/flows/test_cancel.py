@@ -99,3 +99,11 @@ def test_a_ray_step_stops_within_its_batch(ray_session, tmp_path):
     time.sleep(1.0)
     assert 2 <= passes_at_return < 400 and _passes(trace) == passes_at_return
     assert err.value.step == "slow" and "stop" in str(err.value)
+
+
+def test_a_cancel_token_prints_whether_it_was_cancelled_and_why():
+    """It printed as ``<flows.progress.CancelToken object at 0x...>``."""
+    token = CancelToken()
+    assert repr(token) == "CancelToken(not cancelled)"
+    token.cancel("the user left")
+    assert repr(token) == "CancelToken(cancelled: 'the user left')"
