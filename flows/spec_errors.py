@@ -57,6 +57,8 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
                     "OPERATOR, \"parameters\": {...}}, \"2\": ...): this one has no step")
     if first["type"] == "extra_forbidden" and len(loc) == 3 and step is not None:
         message += misplaced_param_hint(data, step, loc[2])
+        if loc[2] in _STEP_WORDS:  # another framework's word for a step field: too far for a close-name hint
+            message += f"; a step's {_STEP_WORDS[loc[2]]}"
     number = first.get("input")
     if first["type"] == "string_type" and _holds(loc) == "a step id" and isinstance(number, (int, float)) \
             and not isinstance(number, bool):
@@ -74,6 +76,15 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = (), d
                    "python -m flows.train --spec RECIPE_FILE)")
     return SpecError(message, step=step, field=field)
 
+
+#: Other frameworks' words for a step's fields (Haystack's type and init_parameters, mosaicRAG's id and parameters,
+#: a task runner's depends_on), and how the step writes each.
+_STEP_WORDS = {**dict.fromkeys(("operator", "operation", "type", "id", "component"),
+                               "operator is op: {op: retrieve.bm25}"),
+               **dict.fromkeys(("parameters", "init_parameters", "args", "config", "options"),
+                               "params are params: {params: {k: 10}}"),
+               **dict.fromkeys(("input", "depends_on", "after", "upstream"),
+                               "inputs are inputs, a list of step ids: {inputs: [bm25, dense]}")}
 
 #: What a field left out holds, said after pydantic's "Field required": a spec with no ``steps`` (``name:`` alone,
 #: ``{}``), a step with no ``op``, a placement with no ``deployment``.

@@ -147,3 +147,18 @@ def test_of_several_errors_in_a_spec_the_first_in_the_file_is_said(tmp_path, tex
     with pytest.raises(SpecError) as caught:
         FlowSpec.load(str(path))
     assert caught.value.field == field, caught.value
+
+
+@pytest.mark.parametrize("step, field, said", [
+    ({"operator": "retrieve.bm25"}, "operator", "; a step's operator is op: {op: retrieve.bm25}"),
+    ({"type": "retrieve.bm25"}, "type", "; a step's operator is op: {op: retrieve.bm25}"),  # Haystack's
+    ({"op": "retrieve.bm25", "parameters": {"k": 3}}, "parameters", "; a step's params are params: {params: {k: 10}}"),
+    ({"op": "fuse.rrf", "depends_on": ["a"]}, "depends_on",
+     "; a step's inputs are inputs, a list of step ids: {inputs: [bm25, dense]}"),
+])
+def test_another_frameworks_word_for_a_step_field_names_tesseras(step, field, said):
+    """``{operator: retrieve.bm25}`` listed the step's fields alone: ``operator`` is too far from ``op`` for a
+    close-name hint."""
+    with pytest.raises(SpecError) as caught:
+        FlowSpec.parse({"name": "x", "steps": {"s": step}})
+    assert caught.value.field == f"steps.s.{field}" and caught.value.message.endswith(said)
