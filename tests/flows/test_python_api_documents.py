@@ -191,3 +191,17 @@ def test_a_generator_of_documents_is_ingested_and_another_type_refused_naming_do
         ingest(5, home / "other", **BM25)
     assert err.value.field == "source" and err.value.message.endswith(
         "or documents: a list of dicts, a pandas DataFrame or a pyarrow Table; got int 5")
+
+
+def test_an_empty_source_file_is_said_to_hold_no_documents_as_tessera_ingest_says(home, caplog):
+    """``ingest("empty.jsonl", ...)`` returned an empty ``Index`` in silence, where ``tessera ingest`` warns."""
+    import logging
+
+    from flows.api import ingest
+
+    (home / "empty.jsonl").write_text("", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        index = ingest(home / "empty.jsonl", home / "idx", **BM25)
+    assert len(index) == 0
+    said = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith(f"source={str(home / 'empty.jsonl')!r} holds no documents") for m in said), said
