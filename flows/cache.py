@@ -73,7 +73,8 @@ class StepCache(CacheDatabase):
     def __init__(self, root: str | Path | None = None):
         from flows.store import default_cache_dir  # $TESSERA_HOME now, not when this module was imported
 
-        self.root = Path(root) if root else default_cache_dir()
+        # ~ as a shell reads it (Flow.run's cache= and --cache-dir do): Path("~/steps") made a folder named "~"
+        self.root = Path(os.path.expanduser(root)) if root else default_cache_dir()
         self._local = threading.local()
         self._touched: dict[str, float] = {}  # when this process last marked a file used
         self._said_unwritable = False
