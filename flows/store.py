@@ -90,9 +90,10 @@ def did_you_mean(name: str, names: list[str]) -> str:
 
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        given = f"'{name}'" if isinstance(name, str) else f"{type(name).__name__} {short_repr(name)}"
-        raise SpecError(f"{given} is not a valid flow name (letters, digits, '_', '.', '-'; "
-                        "starting with a letter or digit)", field="name")
+        given = short_repr(name) if isinstance(name, str) else f"{type(name).__name__} {short_repr(name)}"
+        longer = f"; this one has {len(name):,}" if isinstance(name, str) and len(name) > 100 else ""
+        raise SpecError(f"{given} is not a valid flow name (letters, digits, '_', '.', '-'; starting with a letter "
+                        f"or digit; at most 100 characters{longer})", field="name")
     stem, dot, suffix = name.rpartition(".")
     if dot and suffix.lower() in ("yaml", "yml", "json"):  # a file's name given for the flow's: mine.yaml.yaml
         raise SpecError(f"'{name}' is a file's name, not a flow's: the flow is saved as NAME.yaml and run by NAME; "

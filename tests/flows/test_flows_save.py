@@ -71,6 +71,20 @@ def test_a_name_that_is_not_text_is_named_by_its_type(home, name, said):
         Flow.load("bm25").save(name)
 
 
+def test_a_name_too_long_is_said_to_be_so_and_not_echoed_whole(home):
+    """A 101-character name was "not a valid flow name (letters, digits, ...)", which it is made of, and a name of
+    100,000 characters came back whole in the message."""
+    from flows.api import Flow
+    from operators.errors import SpecError
+
+    Flow.load("bm25").save("n" * 100)  # the longest taken
+    for length in (101, 100_000):
+        with pytest.raises(SpecError) as err:
+            Flow.load("bm25").save("n" * length)
+        assert f"at most 100 characters; this one has {length:,})" in err.value.message
+        assert len(err.value.message) < 300
+
+
 def test_a_flow_whose_index_settings_no_index_takes_is_not_saved(home, tmp_path, capsys):
     """A misspelt key of index_settings was saved, listed without an error, and refused only by the benchmark
     that built the index, with pydantic's bare 'Extra inputs are not permitted'."""
