@@ -40,7 +40,9 @@ def ingested(source: Any, index: "str | os.PathLike", *, call: str, spec: Any, e
         raise IngestError("source is None: give the file, glob or folder to ingest (None is for a spec= whose read "
                           "step names its own source, or retry_failed=True)", field="source")
     source = materialized(source)
-    given = "the documents given" if in_memory(source) else f"source={str(source)!r}"  # not a temporary file's name
+    # what an empty run's warning names: not the temporary file that documents in memory are written to
+    empty = ("every document given was skipped (said above)" if in_memory(source) else f"source={str(source)!r} "
+             "holds no documents (an empty file, a header line alone, PDF pages without a text layer?)")
     read = documents_file(source, options.get("fields")) if in_memory(source) else contextlib.nullcontext(source)
     try:
         with read as source:
@@ -52,9 +54,7 @@ def ingested(source: Any, index: "str | os.PathLike", *, call: str, spec: Any, e
     if report.nothing_ingested:  # as tessera ingest exits 1: an empty Index returned read as a success
         raise NothingIngestedError(report)
     if report.shards_total == 0 and not options.get("retry_failed"):  # as tessera ingest warns: an empty Index
-        logging.getLogger("tessera.ingest").warning(
-            "%s holds no documents (an empty file, a header line alone, PDF pages without a text layer?): nothing was "
-            "ingested into %s", given, report.index)
+        logging.getLogger("tessera.ingest").warning("%s: nothing was ingested into %s", empty, report.index)
     if progress and report.nothing_to_do and not options.get("retry_failed"):  # as tessera ingest says it
         from flows.ingestion.report import NOTHING_TO_DO
 

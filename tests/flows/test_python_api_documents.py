@@ -205,3 +205,8 @@ def test_an_empty_source_file_is_said_to_hold_no_documents_as_tessera_ingest_say
     assert len(index) == 0
     said = [record.getMessage() for record in caplog.records]
     assert any(m.startswith(f"source={str(home / 'empty.jsonl')!r} holds no documents") for m in said), said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert len(ingest([{"id": "a", "text": "  "}], home / "idx2", **BM25)) == 0
+    said = [record.getMessage() for record in caplog.records]
+    assert f"every document given was skipped (said above): nothing was ingested into {home / 'idx2'}" in said, said
