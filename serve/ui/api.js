@@ -173,12 +173,22 @@ function showError(message) {
   const box = $("error");
   box.textContent = message;
   box.hidden = !message;
+  clearOfError();
   if (!message) { // the field an error named is no longer wrong once the error is gone
     for (const field of document.querySelectorAll('[aria-invalid="true"]')) {
       field.removeAttribute("aria-invalid");
       field.removeAttribute("aria-describedby");
     }
   }
+}
+
+/** The error line stays at the window's top (sticky, style.css) over what scrolls under it: the page's scroll padding
+ * is kept as tall, so what the keyboard moves to (Tab, Shift+Tab) or a field an error names is scrolled clear of it,
+ * where it was scrolled under it, hidden. Called when the line is shown or hidden, and when the window changes. */
+function clearOfError() {
+  const box = $("error");
+  const covered = box.hidden ? 0 : box.offsetHeight + parseFloat(getComputedStyle(box).top || "0");
+  document.documentElement.style.scrollPaddingTop = covered ? `${Math.ceil(covered) + 8}px` : "";
 }
 
 /** Says ``text`` to a screen reader, once: what an action ended with (a search's count, a task's state, an answer).

@@ -233,6 +233,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.querySelector('[role="tablist"]').addEventListener("keydown", moveTab);
   window.addEventListener("hashchange", openUrl);
   window.addEventListener("popstate", openUrl); // Back, Forward: pushState's entries fire no hashchange
+  window.addEventListener("resize", clearOfError); // the error line wraps to another height
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") checkHealth();
   });

@@ -8,8 +8,10 @@ import json
 import secrets
 
 import pytest
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
     QUERY, added_index, by_id, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
@@ -187,3 +189,34 @@ def test_a_step_field_said_inside_the_message_is_said_once_in_the_pages_words(br
                                            "found ('TITLE': did you mean 'title'?)")
     for name in flows:
         ui_app.api("DELETE", f"/flows/{name}")
+
+
+def test_what_the_keyboard_moves_to_is_scrolled_clear_of_the_error_line_not_under_it(browser, ui_app):
+    """The error line stays at the window's top (sticky) over what scrolls under it: Shift+Tab up a long list of
+    results scrolled each docno and "more" button to the window's top edge, where the error line hid it."""
+    open_page(browser, ui_app)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1280, "height": 600, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        fill_search(browser, "bm25", QUERY, "30")
+        by_id(browser, "search-button").click()
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results table.hits tbody tr")) == 30)
+        set_text(browser, "index", "no_such_index")
+        by_id(browser, "enqueue-button").click()  # refused, the results of the search kept under the error line
+        assert wait(browser, lambda d: error_text(d)).startswith("HTTP 422 (field: index): ")
+        last = browser.find_elements(By.CSS_SELECTOR, "#results table.hits button")[-1]
+        browser.execute_script("arguments[0].focus()", last)  # the page scrolled down to the last hit
+        bottom = browser.execute_script("return window.scrollY")
+        hidden = []
+        for _ in range(40):  # up the hits by keyboard, the page scrolled up as each goes out of view at its top
+            ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT).perform()
+            seen = browser.execute_script("""const focused = document.activeElement.getBoundingClientRect();
+                return [document.activeElement.textContent, focused.top, focused.bottom,
+                        document.getElementById('error').getBoundingClientRect().bottom];""")
+            if seen[1] < seen[3]:  # its top under the error line's bottom: covered, wholly or in part
+                hidden.append(seen)
+        assert 0 < browser.execute_script("return window.scrollY") < bottom  # scrolled up as the focus went up
+        assert hidden == []
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        open_page(browser, ui_app)  # the error line gone
