@@ -102,6 +102,12 @@ const LIST_HINTS = [
 const inPageWords = (message) => LIST_HINTS.reduce((text, [list, said]) => text.replace(list, said),
   ROUTE_HINTS.reduce((text, [route, tab]) => text.replaceAll(route, tab), message));
 
+/** A reason the service gives for a flow or model it cannot run (GET /flows' ``status``, GET /v1/models) in the page's
+ * words, as the error line says a refusal: a step's param as "step 'x', param 'index'" (it said "step 'x', field
+ * 'steps.x.params.index'", the API's path to it), its pointers to routes and its lists as the page's tabs. */
+const inPageReason = (reason) => inPageWords(String(reason).replace(
+  /^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': /, "step '$1', param '$2': "));
+
 /** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: ",
  * "field 'flow': ", "step 'fused', field 'steps.fused.op': " and "step 'a', operator 'rerank.api', field
  * 'steps.a.params.url': " said it twice, the last two with the step's and operator's names a flow's author reads in

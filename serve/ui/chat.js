@@ -52,8 +52,8 @@ async function loadChatModels() {
   const listed = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
   const ready = (m) => m.status === undefined || m.status === "ready";
   const label = (m) => (m.type === "flow" ? `${m.id} (flow${ready(m) ? "" : `, ${m.status}`})` : m.id);
-  select.replaceChildren(...listed.map((m) => choice(m.id, label(m), ready(m) ? null : m.reason || m.status,
-    {"data-type": m.type})));
+  const why = (m) => (ready(m) ? null : inPageReason(m.reason || m.status));
+  select.replaceChildren(...listed.map((m) => choice(m.id, label(m), why(m), {"data-type": m.type})));
   const usable = listed.filter(ready);
   // a first question is about the user's documents: the rag flow when it can run, else the first model
   const first = usable.find((m) => m.id === DEFAULT_CHAT) || usable[0];

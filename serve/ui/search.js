@@ -2,10 +2,11 @@
 // The Search tab: the flow choice (with what each flow does), a search of one query a line, or the same body as a
 // task followed under Tasks.
 
-/** Why the service cannot run a flow of a GET /flows listing (its ``status``), or null when it can. */
+/** Why the service cannot run a flow of a GET /flows listing (its ``status``), in the page's words, or null when it
+ * can. */
 function whyNotRunnable(flows, name) {
   const status = (flows.status || {})[name];
-  return status && !status.runnable ? status.reason || "the service cannot run it" : null;
+  return status && !status.runnable ? inPageReason(status.reason || "the service cannot run it") : null;
 }
 
 /** The search tab's flow choice (``flows``: a listing already fetched, else GET /flows): a flow the service cannot

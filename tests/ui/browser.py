@@ -127,6 +127,17 @@ def page_error(status: int, error: dict) -> str:
     return f"HTTP {status} (field: {param}): {message}"
 
 
+def page_reason(reason: str) -> str:
+    """Why the service cannot run a flow or model (GET /flows' ``status``, GET /v1/models' ``reason``) as the page says
+    it: a step's param as "step 'x', param 'index'", not the API's "step 'x', field 'steps.x.params.index'", and its
+    pointers to its routes and its list of flows as the page's tabs (serve/ui/api.js's inPageReason)."""
+    reason = re.sub(r"^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': ",
+                    r"step '\1', param '\2': ", reason)
+    for route, tab in ROUTE_HINTS.items():
+        reason = reason.replace(route, tab)
+    return re.sub(*FLOW_LIST, reason)
+
+
 def fill_search(driver, flow: str, queries: str, top_k: str) -> None:
     Select(by_id(driver, "flow")).select_by_value(flow)
     for element_id, value in (("queries", queries), ("top-k", top_k)):

@@ -14,7 +14,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    QUERY, added_index, by_id, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
+    QUERY, added_index, by_id, click, error_text, fill_search, flow_names, open_page, page_error, set_text, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -220,3 +220,28 @@ def test_what_the_keyboard_moves_to_is_scrolled_clear_of_the_error_line_not_unde
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         open_page(browser, ui_app)  # the error line gone
+
+
+def test_why_a_saved_flow_cannot_run_is_said_in_the_pages_words_not_the_apis(browser, ui_app):
+    """A saved flow whose step names an index that is not there: the Flows tab said "cannot run here: step 'b',
+    field 'steps.b.params.index': index '...' does not exist (GET /v1/indices lists the indices)", the API's path to
+    the param and its route, where a refusal of the same says "(step 'b', param 'index')" and the Indices tab."""
+    name = "noindex_" + secrets.token_hex(3)
+    spec = {"steps": {"b": {"op": "retrieve.bm25", "params": {"index": "no_such_index"}}}}
+    assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
+    try:
+        status = ui_app.api("GET", "/flows").json()["status"][name]
+        assert not status["runnable"]
+        assert status["reason"] == "step 'b', field 'steps.b.params.index': index 'no_such_index' does not exist " \
+                                   "(GET /v1/indices lists the indices)"
+        said = "step 'b', param 'index': index 'no_such_index' does not exist (the Indices tab lists the indices)"
+        open_page(browser, ui_app)
+        wait(browser, lambda d: name in flow_names(d))
+        assert browser.find_element(By.CSS_SELECTOR, f'#flow option[value="{name}"]').get_attribute("title") == said
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+        click(browser, f'//ul[@id="flow-list"]//button[text()="{name}"]')
+        wait(browser, lambda d: by_id(d, "flow-status").text == f"cannot run here: {said}")
+        by_id(browser, "flow-use").click()
+        assert wait(browser, lambda d: error_text(d)) == f"'{name}' cannot run on this service: {said}"
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")

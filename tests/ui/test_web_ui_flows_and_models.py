@@ -10,7 +10,9 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import by_id, click, error_text, flow_names, open_page, page_error, set_text, wait
+from tests.ui.browser import (
+    by_id, click, error_text, flow_names, open_page, page_error, page_reason, set_text, wait,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -27,7 +29,7 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
     listed = ui_app.api("GET", "/flows").json()
     wait(browser, lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#flow-list button")] ==
          listed["builtin"] + listed["saved"])
-    off = {n: status["reason"] for n, status in listed["status"].items() if not status["runnable"]}
+    off = {n: page_reason(status["reason"]) for n, status in listed["status"].items() if not status["runnable"]}
     assert "rag_gold" in off  # a benchmark's dataset: marked "cannot run here", its reason the mark's tooltip
     assert flow_marks(browser) == {n: [n + (" saved" if n in listed["saved"] else "") +
                                        (" cannot run here" if n in off else ""), off.get(n)]
@@ -109,7 +111,7 @@ def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="models"]').click()
     listed = ui_app.api("GET", "/v1/models").json()["data"]
     # each model and answering flow with its type and state, and why one is not ready (docs/serving.md, Models)
-    expected = [[m["id"], m["type"], m["status"], m.get("reason") or ""] for m in listed]
+    expected = [[m["id"], m["type"], m["status"], page_reason(m.get("reason") or "")] for m in listed]
     assert {"embedding", "flow"} <= {m["type"] for m in listed}  # MiniLM and the flows that answer
     assert any(m["status"] == "ready" for m in listed) and any(m["status"] != "ready" and m.get("reason")
                                                               for m in listed)  # rag_gold: a benchmark's dataset

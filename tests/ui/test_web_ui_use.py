@@ -11,7 +11,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    QUERY, added_index, by_id, chat_with, click, error_text, fill_search, open_page, set_text, shown_results, wait,
+    QUERY, added_index, by_id, chat_with, click, error_text, fill_search, open_page, page_reason, set_text,
+    shown_results, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -122,7 +123,7 @@ def test_the_chat_starts_on_rag_and_offers_a_flow_the_service_cannot_run_switche
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
     options = wait(browser, lambda d: Select(by_id(d, "chat-model")).options)
     listed = ui_app.api("GET", "/v1/models").json()["data"]
-    broken = {m["id"]: m["reason"] for m in listed if m["type"] == "flow" and m["status"] != "ready"}
+    broken = {m["id"]: page_reason(m["reason"]) for m in listed if m["type"] == "flow" and m["status"] != "ready"}
     assert broken  # rag_gold needs a benchmark's dataset
     shown = {o.get_attribute("value"): o for o in options}
     for name, reason in broken.items():
@@ -155,13 +156,13 @@ def test_no_answer_turns_the_badge_and_when_the_service_answers_again_the_error_
 def test_the_search_tab_offers_a_flow_the_service_cannot_run_switched_off_with_its_reason(browser, ui_app):
     open_page(browser, ui_app)
     status = ui_app.api("GET", "/flows").json()["status"]
-    off = {name: flow["reason"] for name, flow in status.items() if not flow["runnable"]}
+    off = {name: page_reason(flow["reason"]) for name, flow in status.items() if not flow["runnable"]}
     assert "rag_gold" in off and "bm25" not in off  # rag_gold needs a benchmark's dataset
     options = {o.get_attribute("value"): o for o in Select(by_id(browser, "flow")).options}
     assert set(options) == set(status)
     for name, flow in status.items():
         assert options[name].is_enabled() == flow["runnable"], name
-        assert options[name].get_attribute("title") == (flow["reason"] or ""), name
+        assert options[name].get_attribute("title") == page_reason(flow["reason"] or ""), name
     assert Select(by_id(browser, "flow")).first_selected_option.is_enabled()
     notes = by_id(browser, "flows-off")  # the reasons in the page too, for a keyboard or a phone
     notes.find_element(By.TAG_NAME, "summary").click()
