@@ -181,6 +181,16 @@ function namingTheReplaceBox(err) {
   throw err;
 }
 
+/** A refusal naming the index as the service's routes do, by their path's ``name`` ("(field: name)", a field the
+ * Indices tab's forms have not), said as the box that holds it, "Index": "(field: index)", the focus on that box. */
+function namingTheIndexBox(err) {
+  if (err instanceof ApiError && err.param === "name") {
+    err.message = err.message.replace(/^(HTTP \d+) \(field: name\)/, "$1 (field: index)");
+    err.param = "index";
+  }
+  throw err;
+}
+
 /** The upload form's field of each ``param`` an error names (the page's checks and the service's). */
 const UPLOAD_FIELDS = {name: "upload-index", index: "upload-index", spec: "upload-spec", files: "upload-files",
   id: "upload-id", title: "upload-title", text: "upload-text", replace: "upload-replace"};
@@ -192,8 +202,8 @@ async function upload(event) {
   $("upload-button").disabled = true;
   try {
     const added = await guarded(async () => {
-      const name = checkedName($("upload-index").value.trim(), "index");
-      if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "name"}); // before files are read
+      const name = checkedName($("upload-index").value.trim(), "index", "index");
+      if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "index"}); // before files are read
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
       const options = isNew ? {spec: $("upload-spec").value} : {};
       if ($("upload-replace").checked) options.replace = true;
@@ -209,7 +219,7 @@ async function upload(event) {
         let queued;
         try {
           queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body)
-            .catch(namingTheReplaceBox);
+            .catch(namingTheReplaceBox).catch(namingTheIndexBox);
         } catch (err) {
           const smaller = smallerRequests(request, err); // more pages or rows than a request may add: in parts
           if (smaller === null && !(err.code === "no_text_layer" && request.part)) {
@@ -263,24 +273,24 @@ async function deleteDocuments(event) {
   const ids = $("delete-docs-ids").value.split(/[\n,]/).map((id) => id.trim()).filter(Boolean);
   $("delete-docs-status").textContent = ""; // the last deletion's outcome is not this one's
   await guarded(async () => {
-    const name = checkedName($("delete-docs-index").value.trim(), "index");
-    if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "name"}); // (the button is off)
+    const name = checkedName($("delete-docs-index").value.trim(), "index", "index");
+    if (readOnlyReason(name)) throw new ApiError(readOnlyReason(name), {param: "index"}); // (the button is off)
     if (!ids.length) { // the service's words would be pydantic's ("List should have at least 1 item")
       throw new ApiError("enter the ids of the documents to delete (field: ids): one a line, or separated by commas",
         {param: "ids"});
     }
     if (!await listedIndex(name)) { // asked to confirm, then got the service's 404
-      throw new ApiError(`there is no index '${name}' (field: name): the table above lists the indices`,
-        {param: "name"});
+      throw new ApiError(`there is no index '${name}' (field: index): the table above lists the indices`,
+        {param: "index"});
     }
     if (!window.confirm(`Delete ${ids.length} document(s) from the index '${name}'?`)) return;
-    const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});
+    const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids}).catch(namingTheIndexBox);
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
       + `passage(s))${missing}`;
     announce($("delete-docs-status").textContent);
     await afterDocumentsChanged(name);
-  }, {focus: {fields: {name: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
+  }, {focus: {fields: {index: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
 }
 
 /** How far an ingestion task is (its GET /task/progress body): its step, the passages embedded of those of its

@@ -182,7 +182,7 @@ def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_
     set_text(browser, "delete-docs-index", "../x")
     set_text(browser, "delete-docs-ids", "a")
     by_id(browser, "delete-docs-button").click()
-    wait(browser, lambda d: error_text(d).startswith("'../x' is not a valid index name (field: name)"))
+    wait(browser, lambda d: error_text(d).startswith("'../x' is not a valid index name (field: index)"))
     assert by_id(browser, "delete-docs-status").text == ""
     assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "delete-docs-index")
     set_text(browser, "delete-docs-index", "notes")  # (not `sample`, the default index: read-only, its button off)

@@ -64,7 +64,7 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     set_text(browser, "upload-id", "lichen")
     set_text(browser, "upload-text", "Lichens are partnerships of a fungus and an alga that live on bare rock.")
     by_id(browser, "upload-button").click()
-    wait(browser, lambda d: error_text(d).startswith("'not a name' is not a valid index name (field: name): letters, "
+    wait(browser, lambda d: error_text(d).startswith("'not a name' is not a valid index name (field: index): letters, "
                                                      'digits, "_", "." and "-"'))
     set_text(browser, "upload-index", folder)  # the default index: refused in the page, as Delete documents is
     by_id(browser, "upload-button").click()
@@ -179,7 +179,7 @@ def test_delete_documents_from_an_index_that_is_not_there_is_refused_before_aski
     with pytest.raises(NoAlertPresentException):  # before, it asked to confirm, then showed the service's 404
         browser.switch_to.alert.text
     shown = wait(browser, lambda d: error_text(d))
-    assert shown == "there is no index 'no_such_index' (field: name): the table above lists the indices"
+    assert shown == "there is no index 'no_such_index' (field: index): the table above lists the indices"
     assert browser.switch_to.active_element == by_id(browser, "delete-docs-index")
 
     name = "ui-made-since-" + secrets.token_hex(3)
