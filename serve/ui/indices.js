@@ -286,8 +286,9 @@ async function deleteDocuments(event) {
     if (!window.confirm(`Delete ${ids.length} document(s) from the index '${name}'?`)) return;
     const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids}).catch(namingTheIndexBox);
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
+    // the index named, as an upload's outcome names it: the box may name another one by the time it is read
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
-      + `passage(s))${missing}`;
+      + `passage(s)) from ${name}${missing}`;
     announce($("delete-docs-status").textContent);
     await afterDocumentsChanged(name);
   }, {focus: {fields: {index: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
