@@ -205,6 +205,13 @@ function forgetKeyData() {
   updateSearchButtons();
 }
 
+/** Leaving the page (a reload, a closed tab, a link) asks first while it holds work found nowhere else: a spec
+ * edited in the Flows tab and not saved, or an upload whose remaining parts this page sends (they went unsent, and
+ * the edit was gone, without a word). The browser asks in its own words. */
+function askBeforeLeaving(event) {
+  if (specChanged() || uploading) event.preventDefault();
+}
+
 let appliedKey = null; // the key the page's data is for
 
 /** A key typed (its field changed, or Enter in it): kept by the browser, the old key's data gone, all read again. */
@@ -265,6 +272,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("chat-clear").addEventListener("click", newChat);
   for (const id of ["chat-model", "chat-index"]) $(id).addEventListener("change", keepChat); // kept for a reload
   $("chat-model").addEventListener("change", offerChatIndex); // off for a language model, which reads no index
+  window.addEventListener("beforeunload", askBeforeLeaving);
   window.addEventListener("pagehide", () => { leavingPage = true; }); // before the answer's fetch is cut
   window.addEventListener("pageshow", () => { leavingPage = false; }); // (back from the browser's page cache)
   updateSearchButtons(); // Search and Run as a task off until the flow list has come (index.html has them off)

@@ -195,11 +195,14 @@ function namingTheIndexBox(err) {
 const UPLOAD_FIELDS = {name: "upload-index", index: "upload-index", spec: "upload-spec", files: "upload-files",
   id: "upload-id", title: "upload-title", text: "upload-text", replace: "upload-replace"};
 
+let uploading = false; // an upload's parts are being sent, one after another, by this page: leaving it stops them
+
 async function upload(event) {
   event.preventDefault();
   const status = $("upload-status");
   status.textContent = ""; // the last upload's outcome is not this one's
   $("upload-button").disabled = true;
+  uploading = true;
   try {
     const added = await guarded(async () => {
       const name = checkedName($("upload-index").value.trim(), "index", "index");
@@ -255,6 +258,7 @@ async function upload(event) {
     }, {focus: {fields: UPLOAD_FIELDS, fallback: "upload-index"}});
     if (!added) status.textContent = ""; // refused: the error says how far it got, not a stale "sending…"
   } finally {
+    uploading = false;
     $("upload-button").disabled = false;
     if (focusLost()) $("upload-button").focus(); // it was off while the documents went in
   }
