@@ -37,8 +37,11 @@ from serve.schemas import (
 
 # FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN, blank without internet: fastapi-offline serves the
 # same pages with the scripts from its package (under /static-offline-docs).
+# redirect_slashes off: Starlette answered a path with a trailing slash (POST /v1/search/) with a 307 and no body; it is
+# a JSON 404 that names the route without it (serve/errors.py), and the page's /ui is a route of its own (routes_ui).
 app = FastAPIOffline(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved "
-                     "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.")
+                     "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.",
+                     redirect_slashes=False)
 for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router,
                 routes_indices.router, routes_ui.router):
     app.include_router(_router)

@@ -329,6 +329,20 @@ def unparsed_body(cause: BaseException | None) -> str:
     return "body: not JSON that can be read (it is not UTF-8, or is nested too deeply)"
 
 
+def slash_hint(request: Request) -> str:
+    """The 404's hint for a path that is a route but for its last ``/`` (the app does not redirect it: serve/api.py);
+    a route of any method counts (a 405 would follow), the page's files (a mount) do not."""
+    from starlette.routing import Match, Route
+
+    path = request.scope.get("path", "")
+    if len(path) < 2 or not path.endswith("/"):
+        return ""
+    scope = {**request.scope, "path": path[:-1]}
+    if any(isinstance(route, Route) and route.matches(scope)[0] != Match.NONE for route in request.app.router.routes):
+        return f"; did you mean {request.url.path[:-1]} (no / at the end)?"
+    return ""
+
+
 def install(app: FastAPI) -> None:
     """Give ``app`` the OpenAI error shape for every error and the catch-all 500."""
 
@@ -364,7 +378,7 @@ def install(app: FastAPI) -> None:
         if err.status_code == 400 and err.detail == UNPARSED_BODY:  # FastAPI's, for bytes json cannot decode
             return error_response(422, unparsed_body(err.__cause__), param="body", code="invalid_body")
         if err.status_code == 404:
-            message, code = f"no route {request.url.path}", "not_found"
+            message, code = f"no route {request.url.path}{slash_hint(request)}", "not_found"
         elif err.status_code == 405:
             message, code = f"{request.method} is not allowed on {request.url.path}", "method_not_allowed"
         else:

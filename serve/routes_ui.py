@@ -30,8 +30,10 @@ router = APIRouter(tags=["ui"])
 
 
 @router.get("/", include_in_schema=False)
+@router.get(UI_PATH, include_in_schema=False)
 def home(request: Request) -> RedirectResponse:
-    """A browser opening the service's address lands on the page, below the app's route prefix if it has one."""
+    """A browser opening the service's address, or the page's without its last ``/`` (the app does not redirect
+    slashes: serve/api.py), lands on the page, below the app's route prefix if it has one."""
     return RedirectResponse(request.scope.get("root_path", "").rstrip("/") + UI_PATH + "/", status_code=307)
 
 
