@@ -36,10 +36,10 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
                         field="body")
     unknown = [k for k in body if not _step_number(k) and k not in ("query", "parameters", "name")]
     if unknown:
-        raise SpecError(f"unknown field(s) {unknown} in a mosaicRAG request", field=unknown[0])
+        raise SpecError(f"unknown field(s) {_as_json(unknown)} in a mosaicRAG request", field=unknown[0])
     numbers = sorted((k for k in body if _step_number(k)), key=int)
     if [int(k) for k in numbers] != list(range(1, len(numbers) + 1)):
-        raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
+        raise SpecError(f"steps must be numbered 1..n without gaps, got {_as_json(numbers)}", field="steps")
     top_params = {} if body.get("parameters") is None else body["parameters"]
     if not isinstance(top_params, dict):
         raise SpecError(f"must be an object of parameter names and values, got {json_kind(top_params)}",
@@ -54,7 +54,8 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
             raise SpecError("each step needs an 'id' (the operator)", step=str(k), field=f"{k}.id")
         extra = set(raw) - {"id", "parameters"}
         if extra:
-            raise SpecError(f"unknown field(s) {sorted(extra)}", step=str(k), field=f"{k}.{sorted(extra)[0]}")
+            raise SpecError(f"unknown field(s) {_as_json(sorted(extra))}", step=str(k),
+                            field=f"{k}.{sorted(extra)[0]}")
         params = raw.get("parameters")
         if params is None:
             params = {}
@@ -72,7 +73,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         except UnknownOperatorError as err:  # named as the request wrote it, as the checks above name theirs
             err.field = f"{k}.id"
             raise
-        steps[str(k)] = {"op": cls.name, "params": _mosaic_values(params, getattr(cls, "Params", None))}
+        steps[str(k)] = {"op": cls.name, "params": _mosaic_values(params, getattr(cls, "Params", None), str(k))}
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
@@ -94,11 +95,18 @@ def _text_or_none(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
-def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
+def _as_json(value: Any) -> str:
+    """A request's names or values as the client wrote them (JSON), not as Python's repr (``['1', '3']``)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _mosaic_values(params: dict[str, Any], model: Any = None, step: str = "1") -> dict[str, Any]:
     """Values as mosaicRAG's UI sends them, every one a string, read back as ``/pipeline/info`` wrote them
     (``flows.info.mosaic_parameter``): 'Yes'/'No' are booleans, '' a param whose default is None left to that
     default, and a list or an object as JSON text (``'["rephrase"]'``) parsed for a param that takes no text. A
-    request that sent back the advertised defaults was refused (``filter: ''``, ``strategies: '["rephrase"]'``)."""
+    request that sent back the advertised defaults was refused (``filter: ''``, ``strategies: '["rephrase"]'``).
+    A number's text with ``_`` (``"1_0"``) is refused: pydantic, as Python's ``int()``, reads it as 10, and no JSON
+    number is written so."""
     fields = getattr(model, "model_fields", {})
     mapped = {"yes": True, "no": False}
     values: dict[str, Any] = {}
@@ -107,6 +115,9 @@ def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
         if isinstance(value, str) and field is not None:
             if value == "" and field.default is None and not field.is_required():
                 continue
+            if "_" in value and not _takes_text(field.annotation) and (kind := _number_kind(field.annotation)):
+                raise SpecError(f"must be {kind} as JSON writes it, without \"_\" (got {_as_json(value)})",
+                                step=step, field=f"steps.{step}.params.{name}")
             if value[:1] in "[{" and not _takes_text(field.annotation):
                 try:
                     value = json.loads(value)
@@ -126,6 +137,19 @@ def _takes_bool(annotation: Any) -> bool:
     if origin is Annotated:
         return _takes_bool(args[0])
     return origin in (Union, UnionType) and any(_takes_bool(arg) for arg in args)
+
+
+def _number_kind(annotation: Any) -> str | None:
+    """"a number" or "a whole number" for a param of this type that takes one (then a text of it is read), else
+    None."""
+    if annotation in (int, float) or isinstance(annotation, type) and issubclass(annotation, (int, float)) \
+            and not issubclass(annotation, bool):
+        return "a whole number" if issubclass(annotation, int) else "a number"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _number_kind(args[0])
+    kinds = [kind for arg in args for kind in [_number_kind(arg)] if kind] if origin in (Union, UnionType) else []
+    return "a number" if "a number" in kinds else kinds[0] if kinds else None
 
 
 def _takes_text(annotation: Any) -> bool:

@@ -7,7 +7,13 @@ message (specs, params, the service, the CLI), use them. ``operators.errors`` re
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+import json
+from contextvars import ContextVar
+from typing import Any, Iterable, Iterator
+
+#: Whether a refused value is shown as JSON writes it (``values_as_json``).
+_AS_JSON: ContextVar[bool] = ContextVar("values_as_json", default=False)
 
 
 def one_line(value: Any, limit: int | None = None) -> str:
@@ -46,6 +52,29 @@ def short_repr(value: Any, limit: int = 120) -> str:
     shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = 6
     shortener.maxstring = shortener.maxother = limit // 2
     text = shortener.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def values_as_json() -> Iterator[None]:
+    """Within it, ``shown_json`` gives the JSON of a value: a request that is JSON (a mosaicRAG body) is told
+    ``(got ["20"])``, ``(got null)``, not Python's ``['20']``, ``None``. A spec from YAML keeps ``short_repr``."""
+    token = _AS_JSON.set(True)
+    try:
+        yield
+    finally:
+        _AS_JSON.reset(token)
+
+
+def shown_json(value: Any, limit: int = 120) -> str | None:
+    """``value`` as JSON on one line, cut at ``limit`` like ``short_repr``, inside ``values_as_json``; None outside
+    it, or for a value JSON cannot write."""
+    if not _AS_JSON.get():
+        return None
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 # one_line, short_repr, did_you_mean and the rest re-exported: they lived here before ``error_text``
 from operators.error_text import (close_names, did_you_mean, in_chain, is_typo_of, one_line,  # noqa: F401
-                                  short_repr, shown_name, unknown_name_hint)
+                                  short_repr, shown_json, shown_name, unknown_name_hint, values_as_json)
 
 
 class TesseraError(Exception):
@@ -223,7 +223,10 @@ def _without_branches(loc: Any, points: list[int]) -> list[Any]:
 
 def shown_value(value: Any) -> str:
     """A refused value as its author wrote it: ``null``, ``true`` and ``false`` (YAML's and JSON's), not Python's
-    ``None`` and ``True``; any other value bounded by ``short_repr`` ('abc', 1.5, [1])."""
+    ``None`` and ``True``; any other value bounded by ``short_repr`` ('abc', 1.5, [1]), or as JSON (``shown_json``)
+    for a request that is JSON."""
+    if (as_json := shown_json(value)) is not None:
+        return as_json
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
     return short_repr(value)
