@@ -79,6 +79,7 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                        code="invalid_body") from None
     try:
         _refuse_unknown_fields(form)
+        _refuse_repeated_fields(form)
         files = []
         for position, item in enumerate(form.getlist("files")):
             if not isinstance(item, UploadFile) or not item.filename:
@@ -118,6 +119,19 @@ def _refuse_unknown_fields(form: Any) -> None:
             continue
         raise ApiError(422, f"{key}: this form has no field '{key}'{unknown_name_hint(key, FIELDS, 'fields')}",
                        param=key, code="invalid_value")
+
+
+def _refuse_repeated_fields(form: Any) -> None:
+    """A 422 naming a field other than ``files`` that the form sends more than once, with its values: Starlette's
+    form keeps each, and one was read without a word (``replace=true`` then ``replace=false``: false)."""
+    from operators.errors import one_line
+
+    for key in FIELDS[1:]:
+        sent = form.getlist(key)
+        if len(sent) > 1:
+            said = ", ".join(one_line(item.filename if isinstance(item, UploadFile) else item, 40) for item in sent)
+            raise ApiError(422, f"{key}: the form sends this field {len(sent)} times ({said}); send it once",
+                           param=key, code="invalid_value")
 
 
 def _file_name(sent: str) -> str:
