@@ -94,7 +94,8 @@ function sourceNames(sources, rows) {
  * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens within the
  * answer (the step's ``answer_cut``), so it may end mid-sentence; ``abstained``: no document was close enough to
  * the question (the step's ``min_relevance``), so the answer is the step's no-answer text and no model wrote it;
- * ``unanswered``: no answer could be written, and no sources (nor "no sources cited") are shown under it. */
+ * ``unanswered``: no answer could be written, or it was written from no documents, and no sources (nor "no sources
+ * cited") are shown under it. */
 function answerView(answer, items, {degraded = null, numbered = false, cut = false, abstained = false,
   unanswered = false} = {}) {
   const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
@@ -107,13 +108,21 @@ function answerView(answer, items, {degraded = null, numbered = false, cut = fal
     degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
 }
 
+/** Whether a query's answer was written from no documents at all (a flow that never searches, answer_only): no
+ * rows, an answer, and not one the step declined (a search that found nothing, which "no hits" then says). Under
+ * it, "no sources cited" and "no hits" were noise. */
+function answeredWithoutDocuments(metadata, hits) {
+  return !hits.length && typeof metadata.answer === "string" && metadata.abstained !== true;
+}
+
 /** A query's answer: its sources as the flow's references when it has them ("[4] Title (PDF, file.pdf, p. 2)",
- * numbered as the answer cites them), else by title and docno. */
+ * numbered as the answer cites them), else by title and docno; none, nor "no sources cited", for an answer
+ * written from no documents. */
 function answerBlock(metadata, hits) {
   if (typeof metadata.answer !== "string") return null;
   const references = Array.isArray(metadata.references) ? metadata.references.map(String) : [];
   const options = {degraded: metadata.degraded, cut: metadata.answer_cut === true,
-    abstained: metadata.abstained === true};
+    abstained: metadata.abstained === true, unanswered: answeredWithoutDocuments(metadata, hits)};
   if (references.length) return answerView(metadata.answer, references, {...options, numbered: true});
   return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), options);
 }
@@ -139,7 +148,8 @@ function queryBlocks(metadata, hits, spec, most = Infinity) {
   const degraded = metadata.degraded && typeof metadata.answer !== "string"
     ? el("p", {class: "status bad degraded"}, `degraded: ${describeDegraded(metadata.degraded)}`) : null;
   return [answerBlock(metadata, hits), summaryBlock(metadata, spec), degraded,
-    hits.length ? hitTable(hits.slice(0, most)) : el("p", {class: "status"}, "no hits"),
+    hits.length ? hitTable(hits.slice(0, most))
+      : answeredWithoutDocuments(metadata, hits) ? null : el("p", {class: "status"}, "no hits"),
     hits.length > most ? el("p", {class: "status"}, `first ${most} of ${hits.length} rows`) : null,
     Object.keys(metadata).length
       ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))

@@ -116,6 +116,20 @@ def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
         assert all(s.endswith(f"({docno})") or s == docno for s, docno in zip(sources, metadata["sources"]))
 
 
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_written_from_no_documents_shows_no_sources_line_and_no_hits_line(browser, ui_app):
+    """answer_only never searches: "no sources cited" and "no hits" under its answer were noise."""
+    answer, metadata = searched_answer(browser, ui_app, "answer_only", QUERY)
+    assert ui_app.api("POST", "/v1/search", {"flow": "answer_only", "query": QUERY}).json()["results"][0]["hits"] == []
+    assert isinstance(metadata["answer"], str) and metadata["sources"] == []
+    assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
+    article = browser.find_element(By.CSS_SELECTOR, "#results article.result")
+    lines = [p.text for p in article.find_elements(By.CSS_SELECTOR, "p.status")]  # (a cut answer's line may show)
+    assert "no sources cited" not in lines and "no hits" not in lines, lines
+    assert not article.find_elements(By.CSS_SELECTOR, "table.hits, .sources")
+    assert article.find_element(By.TAG_NAME, "details").text == "metadata"  # the answer's metadata, folded
+
+
 def test_a_question_the_index_does_not_cover_is_declined_and_says_no_model_wrote_that(browser, ui_app):
     """rag's min_relevance: nothing in the sample is about football, so the answer is the step's no-answer text."""
     answer, metadata = searched_answer(browser, ui_app, "rag", "who won the 2018 football world cup")
