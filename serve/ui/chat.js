@@ -83,7 +83,7 @@ function offerChatIndex() {
 function renderChat(pending) {
   const turns = messages.flatMap((m) => [el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
     // a follow-up that a flow searched for with its conversation (query.contextualize) says so
-    m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null,
+    m.searched ? searchedLine("searched for", m.searched) : null,
     m.stopped ? el("div", {class: "searched"}, "stopped") : null),
   // under the turn, not in it: the turn holds what the model wrote
   ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : []),

@@ -282,7 +282,7 @@ function renderTaskChat(taskId, pending) {
     // a reply that is no answer ("No answer could be written (...)") lists no sources: they would read as its support
     answerView(turn.answer, turn.unanswered ? [] : sourceNames(turn.sources, rows), {unanswered: turn.unanswered}),
     // a follow-up is asked with the chat before it (query.contextualize)
-    turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null));
+    turn.askedAs ? searchedLine("asked as", turn.askedAs) : null));
   if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
     el("div", {class: "turn assistant pending"}, el("pre", {}, pending.text || "…"))));
   keepingInView($("task-chat-input"), () => $("task-chat-log").replaceChildren(...turns));

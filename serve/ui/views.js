@@ -11,6 +11,15 @@ function queryHeading(query, tag = "h2") {
   return el(tag, {title: text}, text.length > HEADING_CHARS ? `${text.slice(0, HEADING_CHARS - 1)}…` : text);
 }
 
+const SEARCHED_CHARS = 200; // a follow-up's search longer than this is cut in its turn, with a "more" button
+
+/** What a chat's follow-up was searched for (``label``: "searched for", "asked as"): the question and the earlier
+ * turns (query.contextualize), cut at SEARCHED_CHARS with "more", the whole text in its title; shown whole, it held
+ * the whole previous answer under every follow-up. */
+function searchedLine(label, text) {
+  return el("div", {class: "searched", title: text}, `${label}: `, passageText(String(text), SEARCHED_CHARS));
+}
+
 /** A text with `backticks` (a flow's description) as text nodes and <code> elements: built, never parsed as HTML. */
 function withCode(text) {
   return text.split(/`([^`]+)`/).map((part, n) => (n % 2 ? el("code", {}, part) : part));
@@ -59,15 +68,15 @@ function openingDocno(hit, docno, columns) {
   return button;
 }
 
-/** A passage cut at PREVIEW_CHARS with a "more" button that shows it whole (and "less" that cuts it again): a
- * source is read in the page, not only in a tooltip a keyboard or a phone cannot open. */
-function passageText(text) {
-  if (text.length <= PREVIEW_CHARS) return text;
-  const shown = el("span", {}, `${text.slice(0, PREVIEW_CHARS)}…`);
+/** A passage cut at ``chars`` (PREVIEW_CHARS) with a "more" button that shows it whole (and "less" that cuts it
+ * again): a source is read in the page, not only in a tooltip a keyboard or a phone cannot open. */
+function passageText(text, chars = PREVIEW_CHARS) {
+  if (text.length <= chars) return text;
+  const shown = el("span", {}, `${text.slice(0, chars)}…`);
   const toggle = el("button", {type: "button", class: "link more", "aria-expanded": "false"}, "more");
   toggle.onclick = () => {
     const whole = toggle.getAttribute("aria-expanded") !== "true";
-    shown.textContent = whole ? text : `${text.slice(0, PREVIEW_CHARS)}…`;
+    shown.textContent = whole ? text : `${text.slice(0, chars)}…`;
     toggle.textContent = whole ? "less" : "more";
     toggle.setAttribute("aria-expanded", String(whole));
   };

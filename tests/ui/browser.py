@@ -138,6 +138,12 @@ def page_reason(reason: str) -> str:
     return re.sub(*FLOW_LIST, reason)
 
 
+def searched_line(label: str, text: str) -> str:
+    """A chat follow-up's search as its turn shows it ("searched for: ...", "asked as: ..."; serve/ui/views.js
+    searchedLine): over 200 characters, the first 200, an ellipsis and a "more" button."""
+    return f"{label}: {text}" if len(text) <= 200 else f"{label}: {text[:200]}… more"
+
+
 def fill_search(driver, flow: str, queries: str, top_k: str) -> None:
     Select(by_id(driver, "flow")).select_by_value(flow)
     for element_id, value in (("queries", queries), ("top-k", top_k)):

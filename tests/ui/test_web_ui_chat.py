@@ -12,7 +12,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    QUERY, by_id, chat_with, error_text, open_page, option_values, page_error, rag_cut_short, set_text, wait,
+    QUERY, by_id, chat_with, error_text, open_page, option_values, page_error, rag_cut_short, searched_line, set_text,
+    wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -20,15 +21,18 @@ pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
 @pytest.mark.slow
 def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
+    # a long first question: the follow-up is searched for with it, more than a line's worth
+    question = (f"{QUERY}, and which of them keep hives through the winter on the honey they stored in wax combs, "
+                "and how the nectar they gather in orchards and meadows becomes that honey")
     open_page(browser, ui_app)
     chat_with(browser, "rag")
-    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-input").send_keys(question)
     by_id(browser, "chat-send").click()
     reply = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant")
                                           if "pending" not in t.get_attribute("class")), None), seconds=300)
 
     expected = ui_app.api("POST", "/v1/chat/completions",
-                   {"model": "rag", "messages": [{"role": "user", "content": QUERY}]}).json()
+                   {"model": "rag", "messages": [{"role": "user", "content": question}]}).json()
     assert reply == expected["choices"][0]["message"]["content"].strip()
     turns = browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")
     assert [t.get_attribute("class") for t in turns] == ["turn user", "turn assistant"]
@@ -39,11 +43,18 @@ def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     by_id(browser, "chat-send").click()
     searched = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .searched")),
                                             None), seconds=300)
-    conversation = [{"role": "user", "content": QUERY}, {"role": "assistant", "content": expected["choices"][0][
+    conversation = [{"role": "user", "content": question}, {"role": "assistant", "content": expected["choices"][0][
         "message"]["content"]}, {"role": "user", "content": "How is it used?"}]
     again = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "messages": conversation}).json()
-    assert searched == f"searched for: {again['choices'][0]['message']['standalone_query']}"
+    standalone = again["choices"][0]["message"]["standalone_query"]
+    assert searched == searched_line("searched for", standalone)
     assert QUERY in searched
+    # the question and the whole answer before it: cut in the turn, whole in its title and after "more"
+    assert len(standalone) > 200 and len(searched) < 230
+    line = browser.find_element(By.CSS_SELECTOR, "#chat-log .searched")
+    assert line.get_attribute("title") == standalone
+    line.find_element(By.CSS_SELECTOR, "button.more").click()
+    assert line.text == f"searched for: {standalone} less"
 
 
 def test_a_declined_question_says_under_its_turn_that_no_model_wrote_it(browser, ui_app):

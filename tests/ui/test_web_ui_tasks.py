@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.browser import (QUERY, by_id, click, conversation_above_the_box, error_text, fill_search, follow_enqueued,
-                              open_page, task_to_ask, wait)
+                              open_page, searched_line, task_to_ask, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -104,7 +104,9 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
     asked = wait(browser, lambda d: next((e.text for e in d.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched")),
                                          None), seconds=300)
     follow = ui_app.api("GET", f"/task/chat/{chat_id}?message=How do they make it?").json()
-    assert asked == f"asked as: {follow['standalone_query']}" and question in asked
+    assert asked == searched_line("asked as", follow["standalone_query"]) and question in asked
+    assert browser.find_element(By.CSS_SELECTOR, "#task-chat-log .searched").get_attribute("title") == follow[
+        "standalone_query"]  # the whole of it
 
 
 @pytest.mark.slow  # the embedded model answers, in a task on Ray
