@@ -98,15 +98,25 @@ const LIST_HINTS = [
   [/ \(built-in: [^()]*; saved: [^()]*\)$/, " (the Flows tab lists the flows: choose one from the list again)"],
 ];
 
-/** ``message`` with each of the service's route pointers (ROUTE_HINTS) and lists (LIST_HINTS) said as the page's. */
+/** The service's settings that its messages name for whoever runs it, and what the page says instead: a page user
+ * can change no setting, and "(args.service.index_roots)" read as a part of the message gone wrong. */
+const SETTING_HINTS = [
+  ["outside its index roots (args.service.index_roots)", "outside the folders it reads indices from"],
+  [" (args.service.index_roots)", ""],
+];
+
+/** ``message`` with each of the service's route pointers (ROUTE_HINTS), settings (SETTING_HINTS) and lists
+ * (LIST_HINTS) said as the page's. */
 const inPageWords = (message) => LIST_HINTS.reduce((text, [list, said]) => text.replace(list, said),
-  ROUTE_HINTS.reduce((text, [route, tab]) => text.replaceAll(route, tab), message));
+  [...SETTING_HINTS, ...ROUTE_HINTS].reduce((text, [route, tab]) => text.replaceAll(route, tab), message));
 
 /** A reason the service gives for a flow or model it cannot run (GET /flows' ``status``, GET /v1/models) in the page's
  * words, as the error line says a refusal: a step's param as "step 'x', param 'index'" (it said "step 'x', field
- * 'steps.x.params.index'", the API's path to it), its pointers to routes and its lists as the page's tabs. */
+ * 'steps.x.params.index'", the API's path to it), its pointers to routes and its lists as the page's tabs, and
+ * without the refusal's "so nothing was run" (the reason is the refusal a run would get: a flow listed ran not). */
 const inPageReason = (reason) => inPageWords(String(reason).replace(
-  /^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': /, "step '$1', param '$2': "));
+  /^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': /, "step '$1', param '$2': ")
+  .replaceAll(", so nothing was run: ", ": "));
 
 /** A message without the field it begins with when that is ``param``, shown already ("(field: index)"): "index: ",
  * "field 'flow': ", "step 'fused', field 'steps.fused.op': " and "step 'a', operator 'rerank.api', field
@@ -175,9 +185,11 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** The error line: the message's `backticks` (a command, "build it with `tessera ingest`") as <code>, as a flow's
+ * description shows them, where the page showed the backticks. */
 function showError(message) {
   const box = $("error");
-  box.textContent = message;
+  box.replaceChildren(...withCode(message));
   box.hidden = !message;
   clearOfError();
   if (!message) { // the field an error named is no longer wrong once the error is gone

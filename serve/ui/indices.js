@@ -31,9 +31,9 @@ async function loadIndices() {
  * folder of indices being outside its roots; its ``read_only``: the default index, also by the name of its folder
  * where the table lists it without one, another key's, one the service did not make), else "". */
 function readOnlyReason(name) {
-  if (indexListing.cannot_add) return indexListing.cannot_add;
+  if (indexListing.cannot_add) return inPageWords(indexListing.cannot_add);
   const why = Object.hasOwn(indexListing.read_only || {}, name) ? indexListing.read_only[name] : "";
-  return why ? `index '${name}' ${why}` : "";
+  return why ? inPageWords(`index '${name}' ${why}`) : "";
 }
 
 /** *Delete documents* off, its reason beside it, while the index box names an index the caller may not change: it
@@ -41,7 +41,7 @@ function readOnlyReason(name) {
 function offerDocumentDeletion() {
   const why = readOnlyReason($("delete-docs-index").value.trim());
   $("delete-docs-button").disabled = Boolean(why);
-  $("delete-docs-why").textContent = why;
+  $("delete-docs-why").replaceChildren(...withCode(why)); // its `tessera ingest` as <code>, as the error line's
 }
 
 /** A table cell that names its column (as a task's do): a row drawn again gives the focus to the button in the same

@@ -100,6 +100,16 @@ ROUTE_HINTS = {"GET /v1/indices lists": "the Indices tab lists", "GET /v1/models
                    "shares it with the share button of the Indices tab"}
 
 
+#: The service's settings named in its messages, and what the page says instead (serve/ui/api.js's SETTING_HINTS).
+SETTING_HINTS = {"outside its index roots (args.service.index_roots)": "outside the folders it reads indices from",
+                 " (args.service.index_roots)": ""}
+
+
+def page_text(message: str) -> str:
+    """A message as the error line shows it: its `backticks` as <code>, so without them (serve/ui/api.js showError)."""
+    return re.sub(r"`([^`]+)`", r"\1", message)
+
+
 #: The service's list of every flow, and what the page says instead (serve/ui/api.js's LIST_HINTS).
 FLOW_LIST = (r" \(built-in: [^()]*; saved: [^()]*\)$",
              " (the Flows tab lists the flows: choose one from the list again)")
@@ -111,8 +121,8 @@ def page_error(status: int, error: dict) -> str:
     'steps.a.params.url': ", or "field 'params.filter'" of step 'bm25' for steps.bm25.params.filter; also after a
     leading clause, "the flow was not run: "), its pointers to the API's routes said as the page's tabs, its list of
     flows as the Flows tab."""
-    message, param = error["message"], error.get("param")
-    for route, tab in ROUTE_HINTS.items():
+    message, param = page_text(error["message"]), error.get("param")
+    for route, tab in {**SETTING_HINTS, **ROUTE_HINTS}.items():
         message = message.replace(route, tab)
     message = re.sub(*FLOW_LIST, message)
     if not param:
@@ -130,10 +140,11 @@ def page_error(status: int, error: dict) -> str:
 def page_reason(reason: str) -> str:
     """Why the service cannot run a flow or model (GET /flows' ``status``, GET /v1/models' ``reason``) as the page says
     it: a step's param as "step 'x', param 'index'", not the API's "step 'x', field 'steps.x.params.index'", and its
-    pointers to its routes and its list of flows as the page's tabs (serve/ui/api.js's inPageReason)."""
+    pointers to its routes and its list of flows as the page's tabs, and no "so nothing was run" (a listed flow was
+    not run; serve/ui/api.js's inPageReason)."""
     reason = re.sub(r"^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': ",
-                    r"step '\1', param '\2': ", reason)
-    for route, tab in ROUTE_HINTS.items():
+                    r"step '\1', param '\2': ", reason).replace(", so nothing was run: ", ": ")
+    for route, tab in {**SETTING_HINTS, **ROUTE_HINTS}.items():
         reason = reason.replace(route, tab)
     return re.sub(*FLOW_LIST, reason)
 

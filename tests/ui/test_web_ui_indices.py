@@ -44,7 +44,10 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     folder = next(name for name, why in listing["read_only"].items() if why.startswith("is the service's default"))
     field.send_keys(folder)
     wait(browser, lambda d: not by_id(d, "delete-docs-button").is_enabled())
-    assert by_id(browser, "delete-docs-why").text == f"index '{folder}' {listing['read_only'][folder]}"
+    why = listing["read_only"][folder]
+    assert "(build it with `tessera ingest`)" in why  # said with its command as <code>, not between backticks
+    assert by_id(browser, "delete-docs-why").text == f"index '{folder}' {why.replace('`', '')}"
+    assert [c.text for c in by_id(browser, "delete-docs-why").find_elements(By.TAG_NAME, "code")] == ["tessera ingest"]
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(Keys.BACKSPACE)  # no name: on again, for the deletions below
     wait(browser, lambda d: by_id(d, "delete-docs-button").is_enabled() and not by_id(d, "delete-docs-why").text)
@@ -68,7 +71,8 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
                                                      'digits, "_", "." and "-"'))
     set_text(browser, "upload-index", folder)  # the default index: refused in the page, as Delete documents is
     by_id(browser, "upload-button").click()
-    wait(browser, lambda d: error_text(d) == f"index '{folder}' {listing['read_only'][folder]}")
+    wait(browser, lambda d: error_text(d) == f"index '{folder}' {why.replace('`', '')}")
+    assert [c.text for c in by_id(browser, "error").find_elements(By.TAG_NAME, "code")] == ["tessera ingest"]
     assert by_id(browser, "upload-id").get_attribute("value") == "lichen"
     assert by_id(browser, "upload-status").text == ""
 
