@@ -51,8 +51,9 @@ def checked_keywords(func: F) -> F:
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
         if not known.issuperset(kwargs):  # an object's keyword_elsewhere says where such an argument goes instead
-            elsewhere = getattr(args[0], "keyword_elsewhere", None) if args and not isinstance(args[0], type) \
-                else None  # (a class method's first argument is its class)
+            # (a class method's first argument is its class, whose class_keyword_elsewhere says it)
+            hook = "class_keyword_elsewhere" if args and isinstance(args[0], type) else "keyword_elsewhere"
+            elsewhere = getattr(args[0], hook, None) if args else None
             check_keywords(where, kwargs, known, elsewhere if callable(elsewhere) else None)
         return func(*args, **kwargs)
 

@@ -257,6 +257,21 @@ class Flow:
 
     __rrshift__ = __add__ = __radd__ = __mod__ = __or__ = __and__ = __rshift__
 
+    @staticmethod
+    def class_keyword_elsewhere(name: str) -> str:
+        """Where a keyword ``Flow.load`` does not take goes (``checked_keywords``): ``run``'s own to ``run``, any
+        other as a step's param (``Flow.load("bm25", k=5)``) to ``params``, which names the step; a misspelt
+        argument of its own (``indx``) is said to be one, and nothing more."""
+        import inspect
+
+        from operators.error_text import close_names
+
+        if name in inspect.signature(Flow.run).parameters:
+            return f"{name} is Flow.run's: Flow.load(...).run(queries, {name}=...)"
+        if close_names(name, ["source", "index", "params"]):
+            return ""
+        return f"a step's param is set by params={{'STEP.{name}': ...}}, as tessera run --set STEP.{name}=... does"
+
     def keyword_elsewhere(self, name: str) -> str:
         """Where a keyword ``run`` does not take goes (``checked_keywords``): a param of the flow's steps
         (``run(q, k=5)``) is set by ``Flow.load``'s ``params``, and ``index`` is ``Flow.load``'s own."""

@@ -254,9 +254,16 @@ def test_a_steps_param_or_the_index_given_to_run_says_where_it_goes(bm25_index):
     with pytest.raises(TypeError) as err:
         flow.run("classical music", index=bm25_index)
     assert str(err.value).endswith("; the index is Flow.load's: Flow.load(flow, index=...) gives this flow another")
-    with pytest.raises(TypeError) as err:  # a class method's keyword: no flow to ask
+    with pytest.raises(TypeError) as err:  # a class method's keyword: no flow to ask, but where such a one goes
         Flow.load("bm25", k=5)
-    assert str(err.value).endswith("(arguments: index, params, source)")
+    assert str(err.value).endswith("(arguments: index, params, source); a step's param is set by params={'STEP.k': "
+                                   "...}, as tessera run --set STEP.k=... does")
+    with pytest.raises(TypeError) as err:
+        Flow.load("bm25", executor="ray")
+    assert str(err.value).endswith("; executor is Flow.run's: Flow.load(...).run(queries, executor=...)")
+    with pytest.raises(TypeError) as err:  # a misspelt argument of its own: said so, and nothing more
+        Flow.load("bm25", indx=bm25_index)
+    assert str(err.value).endswith("; did you mean 'index'? (arguments: index, params, source)")
 
 
 def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):
