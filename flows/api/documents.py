@@ -71,6 +71,10 @@ def as_table(documents: Any, text_field: str | None = "text") -> pa.Table:
                                   f"str or pathlib.Path)", field="source")
         try:
             documents = pa.Table.from_pylist(list(documents))
+        except UnicodeEncodeError as err:  # a lone surrogate ("\ud800"): no file, index or answer can hold it
+            raise IngestError(f"the documents hold text that is not valid Unicode ({err.reason}: "
+                              f"{err.object[err.start:err.end]!r} at position {err.start} of "
+                              f"{short_repr(err.object)})", field="source") from None
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:  # a field of mixed types
             raise IngestError(f"the documents' fields cannot be written as columns: {err} (a field must hold "
                               f"one type in every document)", field="source") from None

@@ -210,3 +210,15 @@ def test_an_empty_source_file_is_said_to_hold_no_documents_as_tessera_ingest_say
         assert len(ingest([{"id": "a", "text": "  "}], home / "idx2", **BM25)) == 0
     said = [record.getMessage() for record in caplog.records]
     assert f"every document given was skipped (said above): nothing was ingested into {home / 'idx2'}" in said, said
+
+
+def test_a_document_whose_text_is_not_valid_unicode_is_said_to_be_so(home):
+    """A lone surrogate ("\\ud800", as JSON's escapes make one) was refused as "a field must hold one type in every
+    document", which every field did."""
+    from flows.api import ingest
+
+    with pytest.raises(IngestError) as err:
+        ingest([{"id": "a", "text": "Bees \ud800 make honey."}], home / "idx", **BM25)
+    assert err.value.field == "source"
+    assert "not valid Unicode (surrogates not allowed: '\\ud800' at position 5 of 'Bees" in err.value.message
+    assert "one type" not in err.value.message and not (home / "idx").exists()
