@@ -307,9 +307,10 @@ async function guarded(action, {clear = true, focus = null} = {}) {
   }
 }
 
-/** An option of a choice, off with its ``reason`` as its title when there is one (a flow the service cannot run). */
+/** An option of a choice, off with its ``reason`` as its title when there is one (a flow the service cannot run;
+ * its `backticks` left out: a tooltip shows no code). */
 function choice(value, label, reason, attrs = {}) {
-  return el("option", {...attrs, value, disabled: Boolean(reason), title: reason || ""}, label);
+  return el("option", {...attrs, value, disabled: Boolean(reason), title: withoutBackticks(reason || "")}, label);
 }
 
 /** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices.py), else an

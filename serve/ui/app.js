@@ -146,7 +146,7 @@ async function loadModels() {
   // cells that name their column: in a narrow window a model is a card, its reason under it (style.css)
   body.replaceChildren(...models.data.map((m) => el("tr", {"data-model": m.id}, columnCell("id", m.id),
     columnCell("type", m.type || ""), columnCell("status", m.status || ""),
-    columnCell("why not ready", m.reason ? inPageReason(m.reason) : ""))));
+    columnCell("why not ready", ...withCode(m.reason ? inPageReason(m.reason) : "")))));
 }
 
 /** Ctrl+Enter (Cmd+Enter on a Mac) in a box where Enter starts a new line (a message, the queries) submits its

@@ -25,7 +25,8 @@ function specChanged() {
 }
 
 /** Every flow, a saved one marked, and one the service cannot run said so (why: its title, and the status line once
- * it is opened: a title is out of reach of a keyboard or a finger). */
+ * it is opened, its `backticks` as <code> there and left out of the title: a title is out of reach of a keyboard or a
+ * finger). */
 async function loadFlowList(flows) {
   flows = flows || await call("GET", "flows");
   flowListing = flows;
@@ -33,7 +34,7 @@ async function loadFlowList(flows) {
   const item = (name, saved) => el("li", {"data-flow": name},
     el("button", {type: "button", class: "link", onclick: () => guarded(() => showFlow(name))}, name),
     saved ? el("span", {class: "status"}, " saved") : null,
-    off(name) ? el("span", {class: "status", title: off(name)}, " cannot run here") : null);
+    off(name) ? el("span", {class: "status", title: withoutBackticks(off(name))}, " cannot run here") : null);
   $("flow-list").replaceChildren(...flows.builtin.map((n) => item(n, false)), ...flows.saved.map((n) => item(n, true)));
   offerDelete();
 }
@@ -58,7 +59,7 @@ async function showFlow(name) {
   fillEditor(name, JSON.stringify(spec, null, 2));
   offerDelete();
   const why = whyNotRunnable(flowListing, name);
-  $("flow-status").textContent = why ? `cannot run here: ${why}` : "";
+  $("flow-status").replaceChildren(...withCode(why ? `cannot run here: ${why}` : ""));
   // the editor in view: a narrow window puts it under the whole list, a long list's last flows under its top
   $("flow-form").scrollIntoView({block: "nearest"});
 }
@@ -129,10 +130,12 @@ async function useFlow() {
       throw new ApiError(`the spec in the editor has unsaved changes (field: spec): press Save first; Search with it `
         + `runs the saved flow '${name}', not the editor's text`, {param: "spec"});
     }
-    await loadFlows();
+    const flows = await call("GET", "flows");
+    await loadFlows(flows);
     const option = [...$("flow").options].find((o) => o.value === name);
     if (!option) throw new ApiError(`'${name}' is not a flow the service knows: save it first`);
-    if (option.disabled) throw new ApiError(`'${name}' cannot run on this service: ${option.title}`);
+    // the reason, not the option's title: the error line shows its `tessera bench` as <code>, the title has no code
+    if (option.disabled) throw new ApiError(`'${name}' cannot run on this service: ${whyNotRunnable(flows, name)}`);
     $("flow").value = name;
     showTab("search");
     $("queries").focus(); // as an index's "search" does: the button pressed is on the hidden tab now

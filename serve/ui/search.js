@@ -28,7 +28,7 @@ async function loadFlows(flows) {
   const off = names.filter((name) => whyNotRunnable(flows, name));
   $("flows-off").hidden = !off.length; // the reasons, for a keyboard or a phone, which open no tooltip
   $("flows-off").replaceChildren(el("summary", {}, `${off.length} flow(s) cannot run on this service`),
-    el("ul", {}, ...off.map((name) => el("li", {"data-flow": name}, `${name}: ${whyNotRunnable(flows, name)}`))));
+    el("ul", {}, ...off.map((name) => el("li", {"data-flow": name}, ...withCode(`${name}: ${whyNotRunnable(flows, name)}`)))));
   if (select.value) await describeFlow();
   else {
     $("flow-description").replaceChildren();

@@ -25,6 +25,9 @@ function withCode(text) {
   return text.split(/`([^`]+)`/).map((part, n) => (n % 2 ? el("code", {}, part) : part));
 }
 
+/** A text with `backticks` for a tooltip (a title holds no <code>): the backticks left out, as withCode leaves them. */
+const withoutBackticks = (text) => String(text).replace(/`([^`]+)`/g, "$1");
+
 /** A table whose cells name their column (``data-column``), so a narrow window can lay its rows out as cards. */
 function table(columns, rows, cell) {
   return el("table", {},

@@ -141,12 +141,18 @@ def page_reason(reason: str) -> str:
     """Why the service cannot run a flow or model (GET /flows' ``status``, GET /v1/models' ``reason``) as the page says
     it: a step's param as "step 'x', param 'index'", not the API's "step 'x', field 'steps.x.params.index'", and its
     pointers to its routes and its list of flows as the page's tabs, and no "so nothing was run" (a listed flow was
-    not run; serve/ui/api.js's inPageReason)."""
+    not run; serve/ui/api.js's inPageReason); its `backticks` left out (<code> in the page, stripped in a tooltip)."""
+    reason = page_text(reason)
     reason = re.sub(r"^step '([^']*)', (?:operator '[^']*', )?field 'steps\.\1\.params\.([^']+)': ",
                     r"step '\1', param '\2': ", reason).replace(", so nothing was run: ", ": ")
     for route, tab in {**SETTING_HINTS, **ROUTE_HINTS}.items():
         reason = reason.replace(route, tab)
     return re.sub(*FLOW_LIST, reason)
+
+
+def code_parts(message: str) -> list[str]:
+    """What a message's `backticks` hold: the page's <code> elements where it shows the message as HTML."""
+    return re.findall(r"`([^`]+)`", message)
 
 
 def searched_line(label: str, text: str) -> str:

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    by_id, click, error_text, flow_names, open_page, page_error, page_reason, set_text, wait,
+    by_id, click, code_parts, error_text, flow_names, open_page, page_error, page_reason, set_text, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -36,6 +36,9 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
                                    for n in listed["builtin"] + listed["saved"]}
     click(browser, '//ul[@id="flow-list"]//button[text()="rag_gold"]')  # opened, it says why where all can read it
     wait(browser, lambda d: by_id(d, "flow-status").text == f"cannot run here: {off['rag_gold']}")
+    commands = code_parts(listed["status"]["rag_gold"]["reason"])  # its `tessera bench` as <code>, not backticks
+    assert "tessera bench" in commands
+    assert [c.text for c in by_id(browser, "flow-status").find_elements(By.TAG_NAME, "code")] == commands
     click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
     wait(browser, lambda d: '"retrieve.bm25"' in by_id(d, "flow-spec").get_attribute("value"))
     assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
@@ -120,6 +123,11 @@ def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
         """return [...document.querySelectorAll('#model-table tbody tr')]
             .map((row) => [...row.cells].map((cell) => cell.textContent));""")))
     assert shown == expected
+    assert any(code_parts(m.get("reason") or "") for m in listed)  # rag_gold's `tessera bench`
+    for m in listed:  # a reason's `backticks` as <code>, as the error line shows them
+        cell = browser.find_element(By.CSS_SELECTOR,
+                                    f'#model-table tr[data-model="{m["id"]}"] td[data-column="why not ready"]')
+        assert [c.text for c in cell.find_elements(By.TAG_NAME, "code")] == code_parts(m.get("reason") or ""), m["id"]
     assert [th.get_attribute("textContent") for th in browser.find_elements(By.CSS_SELECTOR, "#model-table th")] == [
         "id", "type", "status", "why not ready"]
 

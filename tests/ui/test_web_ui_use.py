@@ -11,8 +11,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    QUERY, added_index, by_id, chat_with, click, error_text, fill_search, open_page, page_reason, page_text, set_text,
-    shown_results, wait,
+    QUERY, added_index, by_id, chat_with, click, code_parts, error_text, fill_search, open_page, page_reason, page_text,
+    set_text, shown_results, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -168,6 +168,9 @@ def test_the_search_tab_offers_a_flow_the_service_cannot_run_switched_off_with_i
     notes.find_element(By.TAG_NAME, "summary").click()
     assert {li.get_attribute("data-flow"): li.text for li in notes.find_elements(By.TAG_NAME, "li")} == {
         name: f"{name}: {reason}" for name, reason in off.items()}
+    commands = code_parts(status["rag_gold"]["reason"])
+    assert "tessera bench" in commands  # its `tessera bench` as <code>, as the error line shows it, not backticks
+    assert [c.text for c in notes.find_elements(By.CSS_SELECTOR, 'li[data-flow="rag_gold"] code')] == commands
 
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()  # Search with it: refused, saying why
     click(browser, '//ul[@id="flow-list"]//button[text()="rag_gold"]')
@@ -176,6 +179,7 @@ def test_the_search_tab_offers_a_flow_the_service_cannot_run_switched_off_with_i
     # the error line shows the reason's `tessera bench` as <code>, without its backticks
     said = page_text(f"'rag_gold' cannot run on this service: {off['rag_gold']}")
     assert wait(browser, lambda d: error_text(d)) == said
+    assert [c.text for c in by_id(browser, "error").find_elements(By.TAG_NAME, "code")] == commands
     assert by_id(browser, "tab-flows").is_displayed()
 
 
