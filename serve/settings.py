@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from operators.errors import SpecError, first_validation_problem, shown_value, value_problem
+from operators.errors import SpecError, first_validation_problem, shown_value, unknown_name_hint, value_problem
 
-from serve.service_settings import SETTINGS, ServiceArgs
+from serve.service_settings import SETTINGS, ApiKey, Limits, ServiceArgs
 
 _DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
@@ -201,7 +201,32 @@ def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
         first, field, message = first_validation_problem(err)
         if first["type"] in _KIND_ERRORS:
             message = value_problem(first, err.errors()) + _quoted_hint(first)
+        elif first["type"] == "extra_forbidden":
+            message += _unknown_setting_hint(first["loc"])
         raise ServeConfigError(message + _key_named(args, first["loc"]), field=field or "args") from None
+
+
+#: Each section of ``args`` (``*``: an entry of a list) and its model: where an unknown setting's close names come
+#: from, and where a setting put in the wrong section belongs.
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "": AppArgs, "service": ServiceArgs, "service.limits": Limits, "service.api_keys.*": ApiKey,
+    "models.*": ModelDeploymentArgs, "models.*.batching": Batching, "models.*.autoscaling": Autoscaling,
+    "llms.*": LLMDeploymentArgs, "llms.*.autoscaling": Autoscaling}
+
+
+def _unknown_setting_hint(loc: tuple) -> str:
+    """What to write instead of an unknown setting: where it belongs when another section has it (``max_tasks`` put
+    in ``args`` rather than ``args.service.limits``), else its close names and the section's settings. The bare
+    "unknown field" left the operator to find both."""
+    name, section = str(loc[-1]), ".".join("*" if isinstance(part, int) else str(part) for part in loc[:-1])
+    model = _SECTIONS.get(section)
+    if model is None:
+        return ""
+    elsewhere = [f"args.{other}" if other else "args" for other, found in _SECTIONS.items()
+                 if other != section and name in found.model_fields]
+    if elsewhere:
+        return f"; '{name}' is a setting of {' or '.join(elsewhere)}: move it there"
+    return unknown_name_hint(name, model.model_fields, "settings")
 
 
 #: Pydantic's errors of a value of the wrong kind (strict: ``SETTINGS``), said as "must be true or false (got 'yes')".

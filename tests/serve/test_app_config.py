@@ -213,3 +213,21 @@ def test_a_set_but_unusable_tessera_api_keys_stops_a_plain_serve_run_build(keys,
     with pytest.raises(ServeConfigError) as err:
         build_app({"models": [], "service": {"task_store": f"sqlite:///{tmp_path / 'tasks.db'}"}})
     assert err.value.field == "TESSERA_API_KEYS"
+
+
+@pytest.mark.parametrize("args, field, said", [
+    ({"missing_modles": "skip"}, "missing_modles", "did you mean 'missing_models'?"),
+    ({"service": {"index_root": ["/srv"]}}, "service.index_root", "did you mean 'index_roots'?"),
+    ({"service": {"limits": {"max_task_per_key": 2}}}, "service.limits.max_task_per_key",
+     "did you mean 'max_tasks_per_key'?"),
+    ({"max_tasks": 3}, "max_tasks", "'max_tasks' is a setting of args.service.limits: move it there"),
+    ({"api_keys": []}, "api_keys", "'api_keys' is a setting of args.service: move it there"),
+    ({"llms": [{"name": "m", "thread": 2}]}, "llms.0.thread", "did you mean 'threads'?"),
+])
+def test_unknown_setting_says_what_to_write(args, field, said):
+    """A misspelt setting, or one in the wrong section, names the right name or the section it belongs to: the bare
+    "unknown field" left the operator to look both up."""
+    with pytest.raises(ServeConfigError) as err:
+        parse_args(args)
+    assert err.value.field == field
+    assert said in err.value.message
