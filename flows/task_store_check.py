@@ -48,15 +48,12 @@ def task_store_problem(url: str, *, default: bool = False) -> str | None:
     """Why the task store at ``url`` cannot be opened, in one line (None: it opens). A SQLite file is opened (its
     folder made) without making tables; another database is connected to within ``CONNECT_TIMEOUT_S`` and asked
     ``SELECT 1``. ``default``: the URL is the default store under ``$TESSERA_HOME``, and the line says so."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split
-        return f"args.service.task_store {url!r} is not a database URL"
+    if problem := url_problem(url):
+        return problem
+    parsed = sa.engine.make_url(url)
     note = " (the default, under TESSERA_HOME)" if default else ""
     if parsed.get_backend_name() != "sqlite":
         return _server_problem(parsed, note)
-    if parsed.database in (None, "", ":memory:"):
-        return None
     path = Path(parsed.database).expanduser()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +64,40 @@ def task_store_problem(url: str, *, default: bool = False) -> str | None:
         problem = f"{blocking} is a file, not a folder" if blocking else getattr(err, "strerror", None) or err
         return f"the task store {path}{note} cannot be opened: {problem}"
     return None
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with the task store's URL itself, found without opening it (the service's settings refuse it
+    too: ``serve.service_settings``): no URL, a database SQLAlchemy has no dialect for, a SQLite store in memory."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split
+        return f"args.service.task_store {url!r} is not a database URL"
+    if parsed.get_backend_name() != "sqlite":
+        return _dialect_problem(parsed)
+    fix = "write sqlite:////absolute/path/tasks.db (four slashes) or leave it out for $TESSERA_HOME/tasks.db"
+    if parsed.host:  # `sqlite://tasks.db` (two slashes): no file, an in-memory store
+        return f"the task store {url!r} names a host, {parsed.host!r}, which SQLite has none of; {fix}"
+    if parsed.database in (None, "", ":memory:") or parsed.database.startswith("file::memory:"):
+        # each process's own: the tasks were lost at each restart, and the task workers' writes never seen
+        return f"the task store {url!r} is an in-memory SQLite store, each process's own and lost at each restart; " \
+               f"{fix}"
+    return None
+
+
+def _dialect_problem(url: sa.URL) -> str | None:
+    """A database SQLAlchemy has no dialect for (``postgress://``, ``postgres://``), said with the close names: its
+    own error was "Can't load plugin: sqlalchemy.dialects:postgress"."""
+    from sqlalchemy.dialects import __all__ as known
+
+    from operators.errors import unknown_name_hint
+
+    name = url.get_backend_name()
+    if name in known:
+        return None
+    return (f"the task store {shown_url(str(url))!r}: {name!r} is not a database SQLAlchemy knows"
+            + unknown_name_hint(name, known, "databases")
+            + "; e.g. postgresql+psycopg://user@host/db or sqlite:////absolute/path/tasks.db")
 
 
 def _server_problem(url: sa.URL, note: str) -> str | None:

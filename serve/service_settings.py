@@ -167,6 +167,17 @@ class ServiceArgs(BaseModel):
                              "at least")
         return cap
 
+    @field_validator("task_store")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        """A URL that names no usable store (``sqlite://tasks.db``: in memory; ``postgress://``), refused where the
+        config is read, ``serve run``'s build included, not only by ``tessera serve``'s start check."""
+        from flows.task_store_check import url_problem
+
+        if url is not None and (problem := url_problem(url)):
+            raise ValueError(problem)
+        return url
+
     @field_validator("api_keys")
     @classmethod
     def _unique_ids(cls, keys: list[ApiKey]) -> list[ApiKey]:

@@ -70,3 +70,20 @@ def test_the_services_connections_carry_the_timeout_unless_the_url_sets_its_own(
         assert conn.connection.dbapi_connection.info.get_parameters()["connect_timeout"] == "17"
     own.engine.dispose()
     assert connect_args(sa.engine.make_url("sqlite:///tasks.db")) == {}
+
+
+@pytest.mark.parametrize("url, said", [
+    ("sqlite://tasks.db", "names a host, 'tasks.db', which SQLite has none of; write sqlite:////absolute/path"),
+    ("sqlite://", "is an in-memory SQLite store"),
+    ("postgress://tessera@db/tessera", "'postgress' is not a database SQLAlchemy knows; did you mean 'postgresql'?"),
+])
+def test_a_task_store_url_that_names_no_usable_store_stops_the_start(url, said):
+    """Two slashes made an in-memory store, each process's own (the tasks lost at each restart, the task workers'
+    writes never seen by the ingress), and both the start check and the build took it; a misspelt database said
+    "Can't load plugin: sqlalchemy.dialects:postgress"."""
+    from serve.settings import parse_args
+
+    assert said in task_store_problem(url)
+    with pytest.raises(ServeConfigError) as err:
+        parse_args({"service": {"task_store": url}})
+    assert err.value.field == "service.task_store" and said in err.value.message
