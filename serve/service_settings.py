@@ -11,6 +11,7 @@ whatever their Ray worker inherited.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,23 @@ class ApiKey(BaseModel):
 
     id: str = Field(pattern=KEY_ID_PATTERN, description="Key id: owns the key's tasks, chats "
                     "and saved flows; shown in logs instead of the key.")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex (`tessera keys new` makes a "
+    sha256: str = Field(description="SHA-256 of the key, hex (`tessera keys new` makes a "
                         "key and prints it; `tessera keys id KEY` gives an existing key's).")
     admin: bool = Field(False, description="An admin key also lists every index the service made, whoever owns it, "
                         "and deletes any of them (GET and DELETE /v1/admin/indices): the way to reclaim the indices "
                         "of a key that was removed.")
+
+    @field_validator("sha256")
+    @classmethod
+    def _a_hash(cls, digest: str) -> str:
+        """Said as what to write: pydantic's "String should match pattern '^[0-9a-f]{64}$'" did not say that a raw key
+        pasted here (or a hash in capitals, cut short) is not the key's SHA-256."""
+        if re.fullmatch(r"[0-9a-f]{64}", digest):
+            return digest
+        what = ("a raw key, not its hash" if digest.startswith("tessera_") else "in capitals" if
+                re.fullmatch(r"[0-9a-fA-F]{64}", digest) else f"{len(digest)} characters")
+        raise ValueError(f"must be the key's SHA-256, 64 lowercase hex digits (this is {what}): `tessera keys id "
+                         "KEY` prints the entry for a key, `tessera keys new --id ID` makes a key and its entry")
 
     @field_validator("id")
     @classmethod

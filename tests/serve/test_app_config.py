@@ -231,3 +231,15 @@ def test_unknown_setting_says_what_to_write(args, field, said):
         parse_args(args)
     assert err.value.field == field
     assert said in err.value.message
+
+
+@pytest.mark.parametrize("digest, said", [("abc", "this is 3 characters"),
+                                          ("tessera_" + "x" * 43, "this is a raw key, not its hash"),
+                                          ("A" * 64, "this is in capitals")])
+def test_a_key_entry_without_a_hash_says_how_to_get_one(digest, said):
+    """pydantic said "String should match pattern '^[0-9a-f]{64}$'"; a raw key pasted as the hash is not echoed."""
+    with pytest.raises(ServeConfigError) as err:
+        parse_args({"service": {"api_keys": [{"id": "alice", "sha256": digest}]}})
+    assert err.value.field == "service.api_keys.0.sha256"
+    assert said in err.value.message and "tessera keys id KEY" in err.value.message
+    assert "(key 'alice')" in err.value.message and "x" * 43 not in err.value.message
