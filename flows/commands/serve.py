@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
-from flows.commands.serve_checks import (check_gpus, check_named_index, check_port, check_setting_names,
+from flows.commands.serve_checks import (check_gpus, check_named_index, check_port, check_roots, check_setting_names,
                                          check_task_stores, checked_address, home_readable_by_others)
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from flows.commands.serve_store_lock import hold_task_stores
@@ -77,6 +77,7 @@ def handle(args: argparse.Namespace) -> int:
     port = int(http.get("port", 8000))
     # on another machine's cluster, these are that machine's; printing the config starts nothing
     if not args.print_config and local_cluster(checked_address(args.address), os.environ):
+        check_roots(config)
         check_port(str(http.get("host", "127.0.0.1")), port)
         check_named_index(args.index)
         check_task_stores(config)

@@ -213,3 +213,21 @@ def check_named_index(index: str | None) -> None:
         check_index_exists(index)  # as Flow.load checks its index=: the manifest read, nothing loaded
     except TesseraError as err:
         raise CliError(err.message, field="--index") from None
+
+
+def check_roots(config: dict) -> None:
+    """Each folder ``args.service.index_roots`` and ``data_roots`` name must be one, relative ones where the app is
+    built (here): a misspelt root started the service, which then answered every request naming an index or a file
+    there with a 404 or a 422, and nothing at start said that the folder was not there."""
+    for application in config.get("applications") or []:
+        service = (application.get("args") or {}).get("service") or {}
+        for setting in ("index_roots", "data_roots"):
+            roots = service.get(setting)
+            for n, root in enumerate(roots if isinstance(roots, list) else []):
+                if not isinstance(root, str):
+                    continue  # the settings' own check names a value of another kind
+                path = Path(root).expanduser().resolve()
+                if not path.is_dir():
+                    what = "is a file, not a folder" if path.exists() else "does not exist"
+                    raise CliError(f"{root!r} {what}{'' if str(path) == root else f' ({path})'}: create the folder "
+                                   f"or fix the path", field=f"args.service.{setting}.{n}")

@@ -316,3 +316,17 @@ def test_an_index_named_by_index_must_be_there_as_run_requires(small_config, tmp
     assert done.returncode == 2 and f"no index at {tmp_path}/empty" in done.stderr
     check_named_index(str(Index.create(tmp_path / "idx", {"dense": False}).path))  # an index, even empty, passes
     check_named_index(None)  # the config's default (a folder that may come later) is not checked
+
+
+@pytest.mark.parametrize("setting", ["index_roots", "data_roots"])
+def test_a_root_folder_that_is_not_there_is_refused(small_config, tmp_path, serve_in_process, setting):
+    """A misspelt root started the service, which then answered each request naming an index or a file there with a
+    404 or a 422."""
+    (tmp_path / "indices").mkdir()
+    (tmp_path / "afile").write_text("not a folder")
+    for root, said in [("indexes", f"'indexes' does not exist ({tmp_path}/indexes)"),
+                       (f"{tmp_path}/afile", f"'{tmp_path}/afile' is a file, not a folder")]:
+        done = serve_in_process("--config", str(small_config(**{setting: ["indices", root]})), tmp_path=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert f"field 'args.service.{setting}.1': {said}: create the folder or fix the path" in done.stderr
+        assert not (tmp_path / "home" / "serve").exists()
