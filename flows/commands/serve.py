@@ -153,6 +153,8 @@ def read_config(source: Path) -> dict:
     command changes; a broken file is one line naming it."""
     import yaml
 
+    from operators.yaml_text import syntax_hint
+
     try:
         config = yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -163,7 +165,8 @@ def read_config(source: Path) -> dict:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(err, "problem", None) or type(err).__name__
-        raise CliError(f"the Serve config {source} is not valid YAML{where}: {problem}", field="config") from None
+        raise CliError(f"the Serve config {source} is not valid YAML{where}: {problem}{syntax_hint(err)}",
+                       field="config") from None
     config = {} if config is None else config
     if not isinstance(config, dict):
         raise CliError(f"the Serve config {source} is a YAML {type(config).__name__}, not a mapping of Serve "

@@ -330,3 +330,13 @@ def test_a_root_folder_that_is_not_there_is_refused(small_config, tmp_path, serv
         assert done.returncode == 2, done.stderr
         assert f"field 'args.service.{setting}.1': {said}: create the folder or fix the path" in done.stderr
         assert not (tmp_path / "home" / "serve").exists()
+
+
+def test_a_config_indented_with_a_tab_says_to_use_spaces(tmp_path, capsys):
+    """PyYAML's "found character '\\t' that cannot start any token" alone, where a spec file's reader says the fix."""
+    config = tmp_path / "tabs.yaml"
+    config.write_text("http_options:\n  host: 127.0.0.1\n\tport: 8000\n")
+    assert main(["serve", "--config", str(config), "--print-config"]) == 2
+    assert (f"field '--config': the Serve config {config} is not valid YAML (line 3, column 1): found character '\\t' "
+            "that cannot start any token; YAML indents with spaces, not tabs: replace the tab with spaces"
+            ) in capsys.readouterr().err
