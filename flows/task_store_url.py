@@ -7,9 +7,29 @@ and deliberately does not import the ``serve`` package (FastAPI, Ray Serve). Bot
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from operators.home import tessera_home
 
 
 def default_task_store_url() -> str:
     """The SQLAlchemy URL of ``$TESSERA_HOME/tasks.db`` (absolute; ``TESSERA_HOME`` is read now, not at import)."""
     return f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+
+
+def absolute_task_store_url(url: str) -> str:
+    """``url`` with a SQLite file's path made absolute here (``~`` expanded, a relative one against the working
+    directory), where the config is read: the start check expanded ``sqlite:///~/tasks.db`` to the home folder while
+    the service opened ``./~/tasks.db`` under its Ray worker's working directory, and a relative path was opened
+    there too, not where ``tessera serve`` ran. Other URLs are returned as they are."""
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - no URL: the settings' check says so
+        return url
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return url
+    absolute = str(Path(database).expanduser().resolve())
+    return url if absolute == database else parsed.set(database=absolute).render_as_string(hide_password=False)

@@ -216,7 +216,7 @@ def setting(config: dict[str, Any], name: str) -> Any:
 
 def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """What the ingress gets: absolute index path, full store URL, key hashes (from config and environment)."""
-    from flows.task_store_url import default_task_store_url
+    from flows.task_store_url import absolute_task_store_url, default_task_store_url
     from operators.home import tessera_home
     from operators.store import resolve_index
 
@@ -228,7 +228,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
         roots = default_roots(index, tessera_home())
     else:
         roots = [str(Path(root).expanduser().resolve()) for root in [*service.index_roots, *filter(None, [index])]]
-    store = service.task_store or default_task_store_url()
+    store = absolute_task_store_url(service.task_store) if service.task_store else default_task_store_url()
     keys = {k.sha256: k.id for k in service.api_keys}
     for raw in env_keys(environ):
         remember_secret(raw)  # masked in this process's logs from now on

@@ -232,6 +232,7 @@ def ui_address(config: dict) -> str:
 
 
 def apply_overrides(config: dict, *, host: str | None, port: int | None, index: str | None) -> None:
+    from flows.task_store_url import absolute_task_store_url
     from operators.store import resolve_index
 
     http = config.setdefault("http_options", {})
@@ -246,6 +247,8 @@ def apply_overrides(config: dict, *, host: str | None, port: int | None, index: 
         if service is None:  # models only
             continue
         application["args"]["service"] = service
+        if isinstance(service.get("task_store"), str):  # checked, locked and opened as the same file
+            service["task_store"] = absolute_task_store_url(service["task_store"])
         value = index or service.get("default_index", ".tessera/indices/sample")
         if value:
             service["default_index"] = str(Path(resolve_index(value)).resolve())

@@ -340,3 +340,21 @@ def test_a_config_indented_with_a_tab_says_to_use_spaces(tmp_path, capsys):
     assert (f"field '--config': the Serve config {config} is not valid YAML (line 3, column 1): found character '\\t' "
             "that cannot start any token; YAML indents with spaces, not tabs: replace the tab with spaces"
             ) in capsys.readouterr().err
+
+
+def test_a_relative_or_home_sqlite_task_store_is_one_file_for_the_check_and_the_service(tmp_path, monkeypatch):
+    """``sqlite:///~/tasks.db``: the start check opened $HOME/tasks.db, the service ./~/tasks.db under its Ray
+    worker's working directory; a relative path too was the worker's, not where ``tessera serve`` ran."""
+    from flows.commands.serve import apply_overrides
+    from serve.service_settings import ServiceArgs, resolve
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.chdir(tmp_path)
+    for given, path in [("sqlite:///~/tasks.db", tmp_path / "me" / "tasks.db"),
+                        ("sqlite:///state/tasks.db", tmp_path / "state" / "tasks.db")]:
+        config = {"applications": [{"args": {"service": {"default_index": None, "task_store": given}}}]}
+        apply_overrides(config, host=None, port=None, index=None)
+        assert config["applications"][0]["args"]["service"]["task_store"] == f"sqlite:///{path}"
+        assert resolve(ServiceArgs(default_index=None, task_store=given))["task_store"] == f"sqlite:///{path}"
+    kept = "postgresql+psycopg://tessera:secret@db/tasks"
+    assert resolve(ServiceArgs(default_index=None, task_store=kept))["task_store"] == kept
