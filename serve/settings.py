@@ -226,7 +226,20 @@ def _unknown_setting_hint(loc: tuple) -> str:
                  if other != section and name in found.model_fields]
     if elsewhere:
         return f"; '{name}' is a setting of {' or '.join(elsewhere)}: move it there"
+    if section == "" and (serve_place := _serve_setting_place(name)):
+        return f"; '{name}' is Serve's setting of {serve_place}, not an argument of the app: move it there"
     return unknown_name_hint(name, model.model_fields, "settings")
+
+
+def _serve_setting_place(name: str) -> str | None:
+    """Where Serve's own config has ``name`` (``host`` or ``port`` put under ``args``), from Ray's schema classes."""
+    from ray.serve.schema import HTTPOptionsSchema, ServeApplicationSchema
+
+    for place, schema in (("http_options", HTTPOptionsSchema), ("the application (beside args)",
+                                                                ServeApplicationSchema)):
+        if name in schema.model_fields and name != "args":
+            return place
+    return None
 
 
 #: Pydantic's errors of a value of the wrong kind (strict: ``SETTINGS``), said as "must be true or false (got 'yes')".

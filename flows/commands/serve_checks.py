@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import CliError
+from operators.error_text import close_names
 from operators.errors import unknown_name_hint
 
 
@@ -31,20 +32,25 @@ def check_setting_names(config: dict[str, Any], source: Path) -> None:
     application, each of its deployments), naming where it is and the closest known name."""
     from ray.serve.schema import DeploymentSchema, HTTPOptionsSchema, ServeApplicationSchema, ServeDeploySchema
 
-    def check(mapping: Any, schema: type, where: str) -> None:
+    def check(mapping: Any, schema: type, where: str, app: bool = False) -> None:
         if not isinstance(mapping, dict):
             return  # read_config names a wrong shape
         known = _fields(schema)
         for key in mapping:
             if key not in known:
                 field = f"{where}.{key}" if where else str(key)
+                # `service:` beside `args:` rather than under it: Serve's close names alone did not say where it goes
+                under_args = app and not close_names(str(key), known)
                 raise CliError(f"{source}: unknown Serve setting '{field}'"
+                               + (f"; the app's own settings (service, models, llms, ...) go under args: move it to "
+                                  f"{where}.args.{key}" if under_args else "")
                                + unknown_name_hint(str(key), sorted(known), "settings"), field=field)
 
     check(config, ServeDeploySchema, "")
     check(config.get("http_options"), HTTPOptionsSchema, "http_options")
     for n, application in enumerate(config.get("applications") or []):
-        check(application, ServeApplicationSchema, f"applications.{n}")
+        check(application, ServeApplicationSchema, f"applications.{n}",
+              app=isinstance(application, dict) and application.get("import_path") == "serve.app:build_app")
         for m, deployment in enumerate((application or {}).get("deployments") or []):
             check(deployment, DeploymentSchema, f"applications.{n}.deployments.{m}")
     check_setting_values(config, source)

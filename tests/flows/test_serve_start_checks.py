@@ -358,3 +358,14 @@ def test_a_relative_or_home_sqlite_task_store_is_one_file_for_the_check_and_the_
         assert resolve(ServiceArgs(default_index=None, task_store=given))["task_store"] == f"sqlite:///{path}"
     kept = "postgresql+psycopg://tessera:secret@db/tasks"
     assert resolve(ServiceArgs(default_index=None, task_store=kept))["task_store"] == kept
+
+
+def test_the_apps_settings_beside_args_say_to_move_them_under_it(tmp_path, capsys):
+    """``service:`` beside ``args:`` listed Serve's application settings, none of which it is."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"applications": [{"name": "tessera", "import_path": "serve.app:build_app",
+                                                        "service": {"default_index": None}}]}))
+    assert main(["serve", "--config", str(config), "--print-config"]) == 2
+    assert ("field 'applications.0.service': " in (err := capsys.readouterr().err)
+            and "the app's own settings (service, models, llms, ...) go under args: move it to "
+                "applications.0.args.service" in err)

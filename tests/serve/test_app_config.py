@@ -243,3 +243,12 @@ def test_a_key_entry_without_a_hash_says_how_to_get_one(digest, said):
     assert err.value.field == "service.api_keys.0.sha256"
     assert said in err.value.message and "tessera keys id KEY" in err.value.message
     assert "(key 'alice')" in err.value.message and "x" * 43 not in err.value.message
+
+
+@pytest.mark.parametrize("name, place", [("host", "http_options"), ("port", "http_options"),
+                                         ("route_prefix", "the application (beside args)")])
+def test_a_serve_setting_under_args_says_where_it_goes(name, place):
+    """``host: 0.0.0.0`` put under ``args`` said "unknown field" and listed the app's arguments, none of them it."""
+    with pytest.raises(ServeConfigError) as err:
+        parse_args({name: 1})
+    assert f"'{name}' is Serve's setting of {place}, not an argument of the app: move it there" in err.value.message
