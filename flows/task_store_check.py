@@ -92,9 +92,14 @@ def _dialect_problem(url: sa.URL) -> str | None:
 
     from operators.errors import unknown_name_hint
 
-    name = url.get_backend_name()
-    if name in known:
+    try:
+        url.get_dialect()  # a third-party dialect (an entry point) counts: only one SQLAlchemy cannot load is refused
         return None
+    except sa.exc.NoSuchModuleError:
+        name = url.get_backend_name()
+    if name in known:  # the driver after '+' is the unknown part
+        return (f"the task store {shown_url(str(url))!r}: {url.drivername!r} names a driver SQLAlchemy does not "
+                f"have for {name}; e.g. postgresql+psycopg://user@host/db")
     return (f"the task store {shown_url(str(url))!r}: {name!r} is not a database SQLAlchemy knows"
             + unknown_name_hint(name, known, "databases")
             + "; e.g. postgresql+psycopg://user@host/db or sqlite:////absolute/path/tasks.db")

@@ -76,6 +76,7 @@ def test_the_services_connections_carry_the_timeout_unless_the_url_sets_its_own(
     ("sqlite://tasks.db", "names a host, 'tasks.db', which SQLite has none of; write sqlite:////absolute/path"),
     ("sqlite://", "is an in-memory SQLite store"),
     ("postgress://tessera@db/tessera", "'postgress' is not a database SQLAlchemy knows; did you mean 'postgresql'?"),
+    ("postgresql+psycopj://db/t", "'postgresql+psycopj' names a driver SQLAlchemy does not have for postgresql"),
 ])
 def test_a_task_store_url_that_names_no_usable_store_stops_the_start(url, said):
     """Two slashes made an in-memory store, each process's own (the tasks lost at each restart, the task workers'
