@@ -24,8 +24,8 @@ from ray import serve
 
 from operators.errors import one_line
 from serve import (
-    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, routes_chat, routes_flows,
-    routes_indices, routes_search, routes_tasks, routes_ui,
+    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, json_values, routes_chat,
+    routes_flows, routes_indices, routes_search, routes_tasks, routes_ui,
 )
 from serve import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
 from serve.errors import ApiError
@@ -52,6 +52,7 @@ app.add_middleware(auth.BodyLimit)
 app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
 app.add_middleware(browser_guard.LocalBrowsers)  # outside both: a web page is refused before anything is read
 errors.install(app)  # outermost of the answering layers
+app.add_middleware(json_values.JsonValues)  # around them: every refusal quotes a value as JSON writes it
 app.add_middleware(draining.DrainGuard)  # outside them all: every request counts while the service shuts down
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flows.spec import FlowSpec, StepSpec, is_mosaic_request
-from operators.errors import SpecError, first_validation_problem, values_as_json
+from operators.errors import SpecError, first_validation_problem
 from operators.json_tree import json_kind
 from serve.errors import ApiError
 from serve.schemas import Text
@@ -75,12 +75,11 @@ class Asked:
 @contextlib.contextmanager
 def named_as_sent(body: Any) -> Iterator[None]:
     """A mosaicRAG body's refusal names its field as the client wrote it (``2.parameters.k``, ``2.id``), not the
-    flow Tessera made of it (``steps.2.params.k``), which the client never saw, and quotes a value as JSON writes it
-    (``(got ["20"])``, not Python's ``['20']``)."""
+    flow Tessera made of it (``steps.2.params.k``), which the client never saw. A value is quoted as JSON writes it
+    for every body (``serve.json_values``)."""
     mosaic = isinstance(body, dict) and is_mosaic_request(body)
     try:
-        with values_as_json() if mosaic else contextlib.nullcontext():
-            yield
+        yield
     except (SpecError, ApiError) as err:
         if mosaic:
             where = "field" if isinstance(err, SpecError) else "param"

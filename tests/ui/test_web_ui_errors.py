@@ -62,7 +62,7 @@ def test_an_errors_field_is_said_once_and_a_refused_spec_is_marked_aria_invalid_
     set_text(browser, "flow-spec", json.dumps({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": "abc"}}}}))
     by_id(browser, "flow-save").click()
     shown = wait(browser, lambda d: error_text(d))
-    assert shown == "HTTP 422 (step 'bm25', param 'k'): must be a whole number (got 'abc')"
+    assert shown == "HTTP 422 (step 'bm25', param 'k'): must be a whole number (got \"abc\")"
 
 
 def test_an_index_that_does_not_exist_is_said_with_the_tab_that_lists_the_indices_not_an_api_route(browser, ui_app):
