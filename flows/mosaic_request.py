@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import math
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from operators.errors import SpecError, UnknownOperatorError
 from operators.json_tree import json_kind
+from operators.params import number_kind, takes_text
 from operators.registry import get_operator
 
 
@@ -115,10 +116,10 @@ def _mosaic_values(params: dict[str, Any], model: Any = None, step: str = "1") -
         if isinstance(value, str) and field is not None:
             if value == "" and field.default is None and not field.is_required():
                 continue
-            if "_" in value and not _takes_text(field.annotation) and (kind := _number_kind(field.annotation)):
+            if "_" in value and not takes_text(field.annotation) and (kind := number_kind(field.annotation)):
                 raise SpecError(f"must be {kind} as JSON writes it, without \"_\" (got {_as_json(value)})",
                                 step=step, field=f"steps.{step}.params.{name}")
-            if value[:1] in "[{" and not _takes_text(field.annotation):
+            if value[:1] in "[{" and not takes_text(field.annotation):
                 try:
                     value = json.loads(value)
                 except ValueError:
@@ -137,28 +138,3 @@ def _takes_bool(annotation: Any) -> bool:
     if origin is Annotated:
         return _takes_bool(args[0])
     return origin in (Union, UnionType) and any(_takes_bool(arg) for arg in args)
-
-
-def _number_kind(annotation: Any) -> str | None:
-    """"a number" or "a whole number" for a param of this type that takes one (then a text of it is read), else
-    None."""
-    if annotation in (int, float) or isinstance(annotation, type) and issubclass(annotation, (int, float)) \
-            and not issubclass(annotation, bool):
-        return "a whole number" if issubclass(annotation, int) else "a number"
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        return _number_kind(args[0])
-    kinds = [kind for arg in args for kind in [_number_kind(arg)] if kind] if origin in (Union, UnionType) else []
-    return "a number" if "a number" in kinds else kinds[0] if kinds else None
-
-
-def _takes_text(annotation: Any) -> bool:
-    """Whether a param of this type may hold a string (then a value that looks like JSON stays text)."""
-    if annotation is str or isinstance(annotation, type) and issubclass(annotation, str):
-        return True
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Literal:
-        return any(isinstance(arg, str) for arg in args)
-    if origin is Annotated:
-        return _takes_text(args[0])
-    return origin in (Union, UnionType) and any(_takes_text(arg) for arg in args)

@@ -5,18 +5,22 @@ goes through, and three of its rules are not pydantic's default. Pydantic reads 
 number field (a YAML typo, not a choice), it ignores unknown keys unless a model sets ``extra``
 (a misspelt param would silently do nothing), and it takes NaN and infinity for a float (YAML's ``.nan``
 and ``.inf``, Python's JSON's ``NaN``: a fusion weight of NaN ranked the documents it weighed last, and
-``--json`` wrote ``NaN``, which JSON has not). All are refused here, naming the field.
+``--json`` wrote ``NaN``, which JSON has not). All are refused here, naming the field. A request to the service
+(JSON) also takes no number's text written with ``_`` (``"1_0"``, which pydantic reads as 10).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import types
 import typing
-from typing import Any, Mapping, get_args
+from types import UnionType
+from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from operators.error_text import values_are_json
 from operators.errors import NonFiniteNumberError, ParamsError, short_repr, unknown_name_hint
 from operators.json_tree import first_place
 
@@ -33,6 +37,8 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
                           f"{short_repr(params)}", op=op, step=step, field="params")
     params = dict(params or {})
     if found := bool_for_number(model, params):  # pydantic reads `true` as 1: a typo, not a choice
+        raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
+    if values_are_json() and (found := underscored_number(model, params)):  # a request to the service: JSON
         raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
@@ -148,3 +154,39 @@ def model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return next((model for arg in get_args(annotation) if (model := model_in(arg)) is not None), None)
+
+
+def number_kind(annotation: Any) -> str | None:
+    """"a number" or "a whole number" for a param of this type that takes one (then a text of it is read), else
+    None (``flows.mosaic_request`` reads its texts by it too)."""
+    if annotation in (int, float) or isinstance(annotation, type) and issubclass(annotation, (int, float)) \
+            and not issubclass(annotation, bool):
+        return "a whole number" if issubclass(annotation, int) else "a number"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return number_kind(args[0])
+    kinds = [kind for arg in args for kind in [number_kind(arg)] if kind] if origin in (Union, UnionType) else []
+    return "a number" if "a number" in kinds else kinds[0] if kinds else None
+
+
+def takes_text(annotation: Any) -> bool:
+    """Whether a param of this type may hold a string (then a value that looks like JSON stays text)."""
+    if annotation is str or isinstance(annotation, type) and issubclass(annotation, str):
+        return True
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return any(isinstance(arg, str) for arg in args)
+    if origin is Annotated:
+        return takes_text(args[0])
+    return origin in (Union, UnionType) and any(takes_text(arg) for arg in args)
+
+
+def underscored_number(model: type[BaseModel], params: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The name and refusal of the first param of ``model`` that takes a number and no text and is given a number's
+    text with ``_`` (``"1_0"``), which pydantic, as Python's ``int()``, reads as 10: no JSON number is written so."""
+    for name, value in params.items():
+        field = model.model_fields.get(str(name))
+        if isinstance(value, str) and "_" in value and field is not None and not takes_text(field.annotation) \
+                and (kind := number_kind(field.annotation)):
+            return str(name), f"must be {kind} as JSON writes it, without \"_\" (got {json.dumps(value)})"
+    return None
