@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from operators.error_text import values_are_json
 from operators.errors import NonFiniteNumberError, ParamsError, short_repr, unknown_name_hint
 from operators.json_tree import first_place
 
@@ -38,7 +37,7 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
     params = dict(params or {})
     if found := bool_for_number(model, params):  # pydantic reads `true` as 1: a typo, not a choice
         raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
-    if values_are_json() and (found := underscored_number(model, params)):  # a request to the service: JSON
+    if found := underscored_number(model, params):  # "1_0" read as 10: the same refusal for a spec and a request
         raise ParamsError(found[1], op=op, step=step, field=f"params.{found[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),

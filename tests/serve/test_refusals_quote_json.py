@@ -57,11 +57,17 @@ def test_a_numbers_text_without_underscore_is_still_read(notes_api):
     assert answer.status_code == 200, answer.text
 
 
-def test_the_cli_keeps_yaml_and_pythons_quoting_outside_a_request():
+def test_the_cli_keeps_pythons_quoting_outside_a_request_and_refuses_a_numbers_text_with_underscores_too():
     from flows.spec import FlowSpec
     from operators.errors import SpecError
 
     with pytest.raises(SpecError) as err:
         FlowSpec.parse(inline({"k": ["20"]})["flow"]).build()
     assert "(got ['20'])" in str(err.value)
-    assert FlowSpec.parse(inline({"k": "1_0"})["flow"]).build().operators["bm25"].params.k == 10  # YAML's 1_0 is 10
+    with pytest.raises(SpecError) as err:  # the text "1_0" is refused in a spec as in a request: one rule
+        FlowSpec.parse(inline({"k": "1_0"})["flow"]).build()
+    assert 'without "_" (got "1_0")' in str(err.value)
+    from flows.spec import load_request
+
+    unquoted = load_request("name: x\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 1_0}}\n")[0]
+    assert unquoted.build().operators["bm25"].params.k == 10  # YAML's own number 1_0 is 10 (PyYAML), as written
