@@ -50,7 +50,8 @@ MIN_KEY_CHARS = 16
 
 def env_keys_problem(environ: Mapping[str, str]) -> str | None:
     """Why ``$TESSERA_API_KEYS`` in ``environ`` cannot be used, or None: set but holding no key (``","``, spaces),
-    which would leave the service without the keys its operator meant it to have, or a key under ``MIN_KEY_CHARS``."""
+    which would leave the service without the keys its operator meant it to have, a key under ``MIN_KEY_CHARS``, or
+    one with characters other than printable ASCII (no client sends it the same way)."""
     value = environ.get(KEYS_ENV)
     if not value:  # unset, or empty as an unset variable is often written
         return None
@@ -65,4 +66,10 @@ def env_keys_problem(environ: Mapping[str, str]) -> str | None:
                 "use long random keys (tessera keys new, or openssl rand -hex 24). A key's id owns its tasks, flows "
                 f"and indices; to keep those of {ids}, make each new key with its old id (tessera keys new --id "
                 "ID) and serve with the config it prints")
+    if unsendable := [raw for raw in keys if not (raw.isascii() and raw.isprintable())]:
+        # a header is bytes: a client sends "é" as UTF-8 (curl) or Latin-1 (requests), and the service reads Latin-1
+        ids = ", ".join(env_key_id(key_hash(raw)) for raw in unsendable)
+        return (f"{len(unsendable)} key(s) ({ids}) with characters other than printable ASCII, which an "
+                "Authorization header does not carry alike from every client: use keys of letters and digits "
+                "(tessera keys new, or openssl rand -hex 24)")
     return None

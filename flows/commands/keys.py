@@ -108,6 +108,10 @@ def _read_key(given: str | None) -> str:
         raise CliError(f"{KEYS_ENV} is comma-separated: this would be {len(found)} keys; a key holds no ','",
                        field="KEY")
     if env_keys_problem({KEYS_ENV: raw}):  # the service's rule; its message counts keys, this is one
+        if len(raw) >= MIN_KEY_CHARS:  # long enough: a character no client sends alike
+            raise CliError(f"the service refuses a key with characters other than printable ASCII in {KEYS_ENV}: "
+                           "an Authorization header does not carry them alike from every client (make one with "
+                           "tessera keys new)", field="KEY")
         raise CliError(f"{len(raw)} characters: the service refuses a key under {MIN_KEY_CHARS} in {KEYS_ENV}, "
                        "which can be guessed (make one with tessera keys new)", field="KEY")
     return raw

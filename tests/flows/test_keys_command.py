@@ -108,6 +108,7 @@ def test_id_reads_the_key_from_stdin_as_the_environment_holds_it(tmp_path, tesse
     ((), b" \n", "no key given"),
     (("",), None, "no key given"),
     (("short",), None, "under 16"),
+    (("clé-du-service-2026-long",), None, "other than printable ASCII"),
     ((f"{KEY},{KEY}x",), None, "comma-separated"),
     ((), f"{KEY}\n{KEY}x\n".encode(), "one key"),
 ])

@@ -284,6 +284,20 @@ def test_keys_that_are_none_or_short_are_refused(monkeypatch, capsys, value, pro
         assert "tessera keys new --id ID" in err
 
 
+@pytest.mark.parametrize("key", ["clé-du-service-2026-long", "tab\tin-a-long-enough-key"])
+def test_a_key_no_client_sends_alike_is_refused_by_its_id_not_printed(monkeypatch, capsys, key):
+    """A key with "é" was taken, but a client sends it as UTF-8 bytes (curl) or Latin-1 (requests), and the
+    service reads a header as Latin-1: curl's requests were refused with that key."""
+    from operators.api_keys import env_key_id, key_hash
+
+    monkeypatch.setenv("TESSERA_API_KEYS", f"{'a' * 24},{key}")
+    assert main(["serve", "--config", CONFIG, "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert (f"field 'TESSERA_API_KEYS': 1 key(s) ({env_key_id(key_hash(key))}) with characters other than printable "
+            "ASCII") in err
+    assert key not in err and "a" * 24 not in err
+
+
 def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path):
     """The service's own files are private, but an open $TESSERA_HOME still shows others the names in it and what
     was written there before or by the CLI: the warning says so."""
