@@ -11,7 +11,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from operators.errors import SpecError, UnknownOperatorError
 from operators.json_tree import json_kind
-from operators.params import number_kind, takes_text
+from operators.params import takes_text
 from operators.registry import get_operator
 
 
@@ -74,7 +74,7 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         except UnknownOperatorError as err:  # named as the request wrote it, as the checks above name theirs
             err.field = f"{k}.id"
             raise
-        steps[str(k)] = {"op": cls.name, "params": _mosaic_values(params, getattr(cls, "Params", None), str(k))}
+        steps[str(k)] = {"op": cls.name, "params": _mosaic_values(params, getattr(cls, "Params", None))}
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
@@ -101,13 +101,13 @@ def _as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _mosaic_values(params: dict[str, Any], model: Any = None, step: str = "1") -> dict[str, Any]:
+def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
     """Values as mosaicRAG's UI sends them, every one a string, read back as ``/pipeline/info`` wrote them
     (``flows.info.mosaic_parameter``): 'Yes'/'No' are booleans, '' a param whose default is None left to that
     default, and a list or an object as JSON text (``'["rephrase"]'``) parsed for a param that takes no text. A
     request that sent back the advertised defaults was refused (``filter: ''``, ``strategies: '["rephrase"]'``).
-    A number's text with ``_`` (``"1_0"``) is refused: pydantic, as Python's ``int()``, reads it as 10, and no JSON
-    number is written so."""
+    A number's text with ``_`` (``"1_0"``) is left to the params' check, which refuses it in every spec
+    (``operators.params.underscored_number``)."""
     fields = getattr(model, "model_fields", {})
     mapped = {"yes": True, "no": False}
     values: dict[str, Any] = {}
@@ -116,9 +116,6 @@ def _mosaic_values(params: dict[str, Any], model: Any = None, step: str = "1") -
         if isinstance(value, str) and field is not None:
             if value == "" and field.default is None and not field.is_required():
                 continue
-            if "_" in value and not takes_text(field.annotation) and (kind := number_kind(field.annotation)):
-                raise SpecError(f"must be {kind} as JSON writes it, without \"_\" (got {_as_json(value)})",
-                                step=step, field=f"steps.{step}.params.{name}")
             if value[:1] in "[{" and not takes_text(field.annotation):
                 try:
                     value = json.loads(value)

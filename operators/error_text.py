@@ -67,12 +67,6 @@ def values_as_json() -> Iterator[None]:
         _AS_JSON.reset(token)
 
 
-def values_are_json() -> bool:
-    """Whether refused values come from JSON (inside ``values_as_json``): a request to the service. Its params then
-    take no number's text written with ``_`` (``operators.params.underscored_number``)."""
-    return _AS_JSON.get()
-
-
 def shown_json(value: Any, limit: int = 120) -> str | None:
     """``value`` as JSON on one line, cut at ``limit`` like ``short_repr``, inside ``values_as_json``; None outside
     it, or for a value JSON cannot write."""
