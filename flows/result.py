@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from operators.errors import TesseraError, close_names, did_you_mean
+from operators.errors import MissingAttributeError, TesseraError, close_names, did_you_mean, unknown_name_hint
 
 
 class Timings:
@@ -151,12 +151,8 @@ class QueryMetadata(dict):
                                 f"{', '.join(held[:10])}{' ...' if len(held) > 10 else ''})")
 
 
-class UnknownResultAttributeError(TesseraError, AttributeError):
-    """An attribute ``FlowResult`` lacks, saying where it is; ``hasattr`` reads it as the ``AttributeError`` it is."""
-
-    def __init__(self, message: str, *, name: str, obj: Any) -> None:
-        TesseraError.__init__(self, message)
-        self.name, self.obj = name, obj
+class UnknownResultAttributeError(MissingAttributeError):
+    """An attribute ``FlowResult`` lacks, saying where it is."""
 
 
 @dataclass(repr=False)
@@ -198,10 +194,8 @@ class FlowResult:
         elif hasattr(pa.Table, name):
             said = f"; the rows are a pyarrow Table: result.table.{name}"
         else:
-            known = sorted({*(f for f in type(self).__dataclass_fields__), *(a for a in dir(type(self))
-                                                                            if not a.startswith("_"))})
-            hint = did_you_mean(close_names(name, known))
-            said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)})"
+            said = unknown_name_hint(name, {*type(self).__dataclass_fields__,
+                                            *(a for a in dir(type(self)) if not a.startswith("_"))}, "it has")
         raise UnknownResultAttributeError(f"a FlowResult has no {name!r}{said}", name=name, obj=self)
 
     @property

@@ -311,6 +311,15 @@ class KeywordError(TesseraError, TypeError):
     ``TypeError``, as Python's own is, that also says which argument was meant (``flows.keywords``)."""
 
 
+class MissingAttributeError(TesseraError, AttributeError):
+    """An attribute an API object (``Flow``, ``Index``, ``FlowResult``) lacks, saying where it is or what was meant;
+    ``hasattr`` reads it as the ``AttributeError`` it is, with Python's ``name`` and ``obj``."""
+
+    def __init__(self, message: str, *, name: str, obj: Any) -> None:
+        TesseraError.__init__(self, message)
+        self.name, self.obj = name, obj
+
+
 class FlowCancelled(TesseraError):
     """A run was cancelled through its cancellation token."""
 

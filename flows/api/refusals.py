@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from operators.errors import SpecError, TesseraError, close_names, did_you_mean, short_repr
+from operators.errors import (MissingAttributeError, SpecError, TesseraError, close_names, did_you_mean,
+                             short_repr, unknown_name_hint)
 
 
 @contextlib.contextmanager
@@ -45,13 +46,8 @@ OTHER_WORDS = {"insert": _ADD, "add_documents": _ADD, "append": _ADD, "upsert": 
                "remove": "use index.delete(doc_ids)", "delete_documents": "use index.delete(doc_ids)"}
 
 
-class UnknownAttributeError(TesseraError, AttributeError):
-    """An attribute ``flows.api.Index`` lacks, saying where it is (the store's) or what was meant; ``hasattr`` reads
-    it as the ``AttributeError`` it is."""
-
-    def __init__(self, message: str, *, name: str, obj: Any) -> None:
-        TesseraError.__init__(self, message)
-        self.name, self.obj = name, obj
+class UnknownAttributeError(MissingAttributeError):
+    """An attribute ``flows.api.Index`` lacks, saying where it is (the store's) or what was meant."""
 
 
 def no_attribute(index: Any, name: str) -> UnknownAttributeError:
@@ -83,13 +79,8 @@ class NoAlgebraError(SpecError, TypeError):
     ``TypeError`` Python raises for an operator a type does not support."""
 
 
-class UnknownFlowAttributeError(TesseraError, AttributeError):
-    """An attribute ``flows.api.Flow`` lacks, saying what a flow does instead; ``hasattr`` reads it as the
-    ``AttributeError`` it is."""
-
-    def __init__(self, message: str, *, name: str, obj: Any) -> None:
-        TesseraError.__init__(self, message)
-        self.name, self.obj = name, obj
+class UnknownFlowAttributeError(MissingAttributeError):
+    """An attribute ``flows.api.Flow`` lacks, saying what a flow does instead."""
 
 
 def no_flow_attribute(flow: Any, name: str) -> UnknownFlowAttributeError:
@@ -97,7 +88,5 @@ def no_flow_attribute(flow: Any, name: str) -> UnknownFlowAttributeError:
     if name in FLOW_WORDS:
         said = f"; {FLOW_WORDS[name]}"
     else:
-        known = sorted(a for a in {*dir(type(flow)), *vars(flow)} if not a.startswith("_"))
-        hint = did_you_mean(close_names(name, known))
-        said = f"{'; ' + hint if hint else ''} (it has: {', '.join(known)})"
+        said = unknown_name_hint(name, (a for a in {*dir(type(flow)), *vars(flow)} if not a.startswith("_")), "it has")
     return UnknownFlowAttributeError(f"a Flow has no {name!r}{said}", name=name, obj=flow)
