@@ -6,7 +6,7 @@ search, chat, indices), which the same replica serves with ``serve.service``, an
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
-batched). Every error uses OpenAI's shape (serve/errors.py): a malformed body is a 422
+batched). Every error uses OpenAI's shape (serve/errors.py, serve/error_handlers.py): a malformed body is a 422
 whose ``param`` and message name the field, an unknown model a 404 naming it (and
 listing the served ones), a configured model whose weights are absent a 404 with the
 reason, a model that fails a 500 naming it and the request id, never a traceback.
@@ -24,8 +24,8 @@ from ray import serve
 
 from operators.errors import one_line
 from serve import (
-    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, json_values, routes_chat,
-    routes_flows, routes_indices, routes_search, routes_tasks, routes_ui,
+    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, error_handlers, errors, json_values,
+    routes_chat, routes_flows, routes_indices, routes_search, routes_tasks, routes_ui,
 )
 from serve import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
 from serve.errors import ApiError
@@ -37,8 +37,9 @@ from serve.schemas import (
 
 # FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN, blank without internet: fastapi-offline serves the
 # same pages with the scripts from its package (under /static-offline-docs).
-# redirect_slashes off: Starlette answered a path with a trailing slash (POST /v1/search/) with a 307 and no body; it is
-# a JSON 404 that names the route without it (serve/errors.py), and the page's /ui is a route of its own (routes_ui).
+# redirect_slashes off: Starlette answered a path with a trailing slash (POST /v1/search/) with a 307 and no body; it
+# is a JSON 404 that names the route without it (serve/error_handlers.py), and the page's /ui is a route of its own
+# (routes_ui).
 app = FastAPIOffline(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved "
                      "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.",
                      redirect_slashes=False)
@@ -51,7 +52,7 @@ app.openapi = lambda: auth.declare_keys(_describe_routes())  # generated once, t
 app.add_middleware(auth.BodyLimit)
 app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
 app.add_middleware(browser_guard.LocalBrowsers)  # outside both: a web page is refused before anything is read
-errors.install(app)  # outermost of the answering layers
+error_handlers.install(app)  # outermost of the answering layers
 app.add_middleware(json_values.JsonValues)  # around them: every refusal quotes a value as JSON writes it
 app.add_middleware(draining.DrainGuard)  # outside them all: every request counts while the service shuts down
 

@@ -26,7 +26,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 # LOCAL_TENANT: the tenant of every request when no keys are configured, an id no key may have
 from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
-from serve.errors import HttpMiddleware, StartTracker, error_response
+from serve.errors import error_response
+from serve.middleware import HttpMiddleware, StartTracker
 from serve.routes_ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")

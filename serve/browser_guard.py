@@ -33,7 +33,8 @@ import socket
 from starlette.types import Receive, Scope, Send
 
 from serve import auth
-from serve.errors import HttpMiddleware, error_response
+from serve.errors import error_response
+from serve.middleware import HttpMiddleware
 
 log = logging.getLogger("tessera.serve")
 

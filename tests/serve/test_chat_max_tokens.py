@@ -15,7 +15,7 @@ import requests
 from fastapi import FastAPI
 
 from operators.llm.embedded_model import CONTEXT_TOKENS
-from serve import chat, cohere_chat, errors
+from serve import chat, cohere_chat, error_handlers
 from serve.app import ServeConfigError, llm_card, parse_args
 from serve.schemas import ModelCard
 from tests.serve.conftest import api_on_localhost
@@ -34,7 +34,7 @@ def served_card(llm: dict[str, Any]) -> ModelCard:
 def chat_routes(card: ModelCard) -> FastAPI:
     """OpenAI's and Cohere's chat routes answering for ``card``'s model, with no deployment behind it."""
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: chat.ChatRequest) -> Any:

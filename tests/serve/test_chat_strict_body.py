@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve import chat, chat_flows, cohere_chat, errors
+from serve import chat, chat_flows, cohere_chat, error_handlers
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 
@@ -25,7 +25,7 @@ QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 def client(make_service):
     make_service()
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: chat.ChatRequest) -> Any:

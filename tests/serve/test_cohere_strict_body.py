@@ -14,7 +14,7 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from serve import cohere_chat, errors
+from serve import cohere_chat, error_handlers
 from tests.serve.conftest import api_on_localhost
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
@@ -23,7 +23,7 @@ QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 @pytest.fixture(scope="module")
 def base():
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.post("/v2/chat")
     async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:

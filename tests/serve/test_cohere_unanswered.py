@@ -12,7 +12,7 @@ import requests
 from fastapi import FastAPI
 
 from flows.spec import FlowSpec
-from serve import cohere_chat, errors
+from serve import cohere_chat, error_handlers
 from tests.serve.conftest import api_on_localhost
 
 DOCUMENTS = [{"id": "fruit", "data": {"title": "Zorblat", "text": "The zorblat fruit is purple and grows on Mars."}}]
@@ -23,7 +23,7 @@ def answering_with(model: str) -> FastAPI:
         "context": {"op": "generate.context"},
         "answer": {"op": "generate.answer", "params": {"model": model, "num_retries": 0}}}})
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.post("/v2/chat")
     async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:

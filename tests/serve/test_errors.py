@@ -157,10 +157,10 @@ def app_that_fails():
     """A bare FastAPI app with the API's error handling, and a route that fails unexpectedly."""
     from fastapi import Body, FastAPI
 
-    from serve import errors
+    from serve import error_handlers
 
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.get("/boom")
     async def boom():

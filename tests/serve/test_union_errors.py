@@ -14,14 +14,14 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from serve import chat, errors, schemas
+from serve import chat, error_handlers, schemas
 from tests.serve.conftest import api_on_localhost
 
 
 @pytest.fixture(scope="module")
 def models_api():
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: chat.ChatRequest) -> Any:
