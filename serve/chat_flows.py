@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flows import store as flow_store
 from flows.progress import CancelToken
@@ -273,6 +274,8 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         message["standalone_query"] = meta["standalone_query"]
     if meta.get("abstained"):  # no document was close enough (min_relevance): the no-answer text, no model call
         message["abstained"] = True
+    # none for an answer written from the question alone (answer_only): its empty sources are not an uncited answer's
+    message["documents"] = _documents(result.table, qid)
     if not answered:  # "No answer could be written (...)": a client leaves it out of the conversation it sends back
         message["answered"] = False
     prompt = completion = 0
@@ -283,6 +286,14 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
     finish = "length" if meta.get("answer_cut") else "stop"  # max_tokens cut the answer (not only what followed it)
     return {"message": message, "answer": answer, "answered": answered, "finish_reason": finish,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+
+
+def _documents(table: pa.Table, qid: str) -> int:
+    """How many documents the flow found for the question: the rows of its result with a ``docno``."""
+    if not {"qid", "docno"} <= set(table.column_names):
+        return 0
+    found = table.filter(pc.equal(table.column("qid"), qid))
+    return found.num_rows - found.column("docno").null_count
 
 
 def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -332,8 +343,8 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
                 continue
             message = item["message"]
             yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
-            yield event({key: message[key] for key in ("sources", "degraded", "standalone_query", "abstained",
-                                                       "answered") if key in message},
+            yield event({key: message[key] for key in ("sources", "documents", "degraded",
+                                                       "standalone_query", "abstained", "answered") if key in message},
                         item["finish_reason"])
             if include_usage:
                 chunk = {**head, "object": "chat.completion.chunk", "choices": [], "usage": item["usage"]}

@@ -100,8 +100,8 @@ function renderChat(pending) {
  * it made a follow-up stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the
  * model stopped at its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's
  * answer step found no document close enough to answer from, and no model wrote the text; unanswered: the flow
- * wrote no answer, and the text says why, and lists no sources; uncited: a flow's answer that cites none of its
- * documents). */
+ * wrote no answer, and the text says why, and lists no sources; uncited: a flow's answer that cites none of the
+ * documents it was given). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
@@ -109,6 +109,7 @@ async function streamChat(body, onText, signal) {
   let abstained = false;
   let unanswered = false;
   let sources = null; // a flow's cited sources, in its last event (a model alone sends none)
+  let documents = null; // how many documents a flow found: none for an answer from the question alone (answer_only)
   try {
     await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -120,14 +121,16 @@ async function streamChat(body, onText, signal) {
       if (delta && delta.abstained) abstained = true;
       if (delta && delta.answered === false) unanswered = true;
       if (delta && Array.isArray(delta.sources)) sources = delta.sources;
+      if (delta && typeof delta.documents === "number") documents = delta.documents;
       if (chunk.choices && chunk.choices[0] && chunk.choices[0].finish_reason === "length") cut = true;
     });
   } catch (err) {
     if (!signal.aborted) throw err;
     return {text, searched, stopped: true, cut, abstained, unanswered};
   }
-  // uncited: a flow's answer that cites none of its documents (not a declined one, nor one that is no answer)
-  const uncited = Boolean(sources && !sources.length && !abstained && !unanswered);
+  // uncited: a flow's answer that cites none of its documents (not a declined one, nor one that is no answer, nor
+  // one written from no documents)
+  const uncited = Boolean(sources && !sources.length && !abstained && !unanswered && documents !== 0);
   return {text, searched, stopped: false, cut, abstained, unanswered, uncited};
 }
 

@@ -79,3 +79,22 @@ def test_a_flows_answer_that_cites_no_source_says_so_as_the_search_tab_does(brow
                     == ["no sources cited"])
     finally:
         ui_app.api("DELETE", f"/flows/{name}")
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_written_from_no_documents_is_not_said_to_cite_none(browser, ui_app):
+    """``answer_only`` gives its answer step no documents (the no-retrieval baseline): "no sources cited" under its
+    reply was noise, as the Search tab already knew (``answeredWithoutDocuments``). The reply says how many documents
+    the flow found (``documents: 0``), and the Chat tab reads it."""
+    question = [{"role": "user", "content": QUERY}]
+    message = ui_app.api("POST", "/v1/chat/completions", {"model": "answer_only", "messages": question}).json()[
+        "choices"][0]["message"]
+    assert message["sources"] == [] and message["documents"] == 0 and message["content"].strip()
+    open_page(browser, ui_app)
+    chat_with(browser, "answer_only")
+    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-send").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant:not(.pending)")
+         and not by_id(d, "chat-stop").is_displayed(), seconds=300)
+    notes = [note.text for note in browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn-note")]
+    assert "no sources cited" not in notes, notes
