@@ -3,7 +3,8 @@
 When keys are configured, every route but ``/healthz``, the web UI's static page (``/``,
 ``/ui/``) and the API's description (``/openapi.json``, its ``/docs`` and ``/redoc`` pages and their
 scripts), which hold no data, needs ``Authorization: Bearer KEY``; the key's id (never the
-key) becomes the request's *tenant*, which owns its tasks, chats and saved flows. Without
+key) becomes the request's *tenant*, which owns its tasks, chats and saved flows; a key revoked in the task store
+(``serve.revocations``) gets a 401 saying so within seconds, on every replica. Without
 keys (a loopback-only service) every caller is the tenant ``local``. Keys are compared by
 their SHA-256 in constant time and never logged: a refused request is logged by path and
 reason only.
@@ -28,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
 from serve.errors import error_response
 from serve.middleware import HttpMiddleware, StartTracker
+from serve.revocations import RevocationsUnreadable
 from serve.routes_ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
@@ -38,7 +40,7 @@ log = logging.getLogger("tessera.serve")
 OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH, "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 OPEN_PREFIXES = (UI_PATH + "/", "/static-offline-docs/")
 
-_settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None, "max_upload_bytes": None}
+_settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None, "max_upload_bytes": None, "revocations": None}
 #: Routes whose bodies are files (``max_upload_bytes``), not JSON (``max_body_bytes``).
 UPLOAD_ROUTE = re.compile(r"/v1/indices/[^/]+/files")
 
@@ -88,13 +90,51 @@ def http_host() -> str:
 
 def tenant_of(header: str | None, keys: dict[str, str]) -> str | None:
     """The key id for an ``Authorization`` header value (None: missing or unknown key)."""
+    known = known_key(header, keys)
+    return None if known is None else known[1]
+
+
+def known_key(header: str | None, keys: dict[str, str]) -> tuple[str, str] | None:
+    """The hash and id of the key an ``Authorization`` header value sends (None: missing or unknown key)."""
     if not header or not header.lower().startswith("bearer "):
         return None
     digest = key_hash(header[7:].strip())
     for known, key_id in keys.items():
         if hmac.compare_digest(known, digest):
-            return key_id
+            return known, key_id
     return None
+
+
+def use_revocations(revocations: Any) -> None:
+    """Check every key against ``revocations`` (``serve.revocations.Revocations`` of the service's task store; None:
+    none), set by the ``Service`` the app serves."""
+    _settings["revocations"] = revocations
+
+
+def revocations() -> Any:
+    return _settings["revocations"]
+
+
+async def refusal(sent: list[bytes], keys: dict[str, str]) -> tuple[str | None, Any, str]:
+    """The tenant of a request that sent the ``Authorization`` headers ``sent``, or None, the response refusing it
+    and why, for the log: no valid key (401), a revoked key (401 saying so), revocations that cannot be read (503)."""
+    # several: whichever one a proxy or this app read, the request would act as a key it may not hold
+    known = known_key(sent[0].decode("latin-1"), keys) if len(sent) == 1 else None
+    if known is None:
+        message = ("a valid API key is required: send 'Authorization: Bearer KEY'" if len(sent) < 2 else
+                   f"send one Authorization header, not {len(sent)}")
+        return None, error_response(401, message, code="invalid_api_key"), "no valid API key"
+    checked = _settings["revocations"]
+    try:
+        revoked = checked is not None and await checked.is_revoked(known[0])
+    except RevocationsUnreadable:
+        return None, error_response(503, "the service cannot read which API keys are revoked (its task store does "
+                                    "not answer), so it accepts no key until it can; try again later",
+                                    kind="server_error", code="task_store_unavailable"), "revocations unreadable"
+    if revoked:  # the id, when and by whom stay out of it: whoever holds a leaked key learns nothing more
+        return None, error_response(401, "this API key was revoked: ask the service's operator for a new key",
+                                    code="invalid_api_key"), f"revoked key of '{known[1]}'"
+    return known[1], None, ""
 
 
 def route_path(scope: Scope) -> str:
@@ -128,14 +168,11 @@ class KeyGuard(HttpMiddleware):
         tenant: str | None = LOCAL_TENANT
         if keys and not is_open(route_path(scope)):
             sent = [value for name, value in scope.get("headers") or [] if name == b"authorization"]
-            # several: whichever one a proxy or this app read, the request would act as a key it may not hold
-            tenant = tenant_of(sent[0].decode("latin-1"), keys) if len(sent) == 1 else None
-            if tenant is None:
-                log.info("refused %s %s: no valid API key", scope.get("method"), scope.get("path"))
-                message = ("a valid API key is required: send 'Authorization: Bearer KEY'" if len(sent) < 2 else
-                           f"send one Authorization header, not {len(sent)}")
-                response = error_response(401, message, code="invalid_api_key")
-                response.headers["WWW-Authenticate"] = "Bearer"
+            tenant, response, why = await refusal(sent, keys)
+            if response is not None:
+                log.info("refused %s %s: %s", scope.get("method"), scope.get("path"), why)
+                if response.status_code == 401:
+                    response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
         scope.setdefault("state", {})["tenant"] = tenant

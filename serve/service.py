@@ -26,7 +26,7 @@ from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
-from serve import taskrunner, threads, warm
+from serve import auth, taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
@@ -37,6 +37,7 @@ from serve.index_owner import adding_refused, restore_rows
 from serve.index_roots import default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
+from serve.revocations import Revocations
 from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
 from serve.placed_status import refuse_failed_placements
@@ -91,6 +92,7 @@ class Service(FlowResolution):
         if os.environ.get("TESSERA_ALLOW_HOSTS"):
             self.task_env["TESSERA_ALLOW_HOSTS"] = os.environ["TESSERA_ALLOW_HOSTS"]
         self.store = TaskStore(config["task_store"])
+        self.revocations = Revocations(self.store.engine)  # the keys revoked since the app was built
         self.limits = Limits.model_validate(config["limits"])
         self.default_index = config["default_index"]
         self.index_roots = config.get("index_roots") or default_roots(self.default_index, Path(self.home))
@@ -119,6 +121,7 @@ class Service(FlowResolution):
         # now, then hourly; a config without the key keeps every task (not the model's 30: it deletes nothing unasked)
         self.pruner = Pruner(self.store, config.get("task_retention_days")).start()
         self.warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
+        auth.use_revocations(self.revocations)
         _current = self
 
     def close(self) -> None:
@@ -129,6 +132,8 @@ class Service(FlowResolution):
         self.pruner.stop()
         self.answers.pool.shutdown(wait=False, cancel_futures=True)
         self.store.engine.dispose()
+        if auth.revocations() is self.revocations:
+            auth.use_revocations(None)
         if _current is self:
             _current = None
 

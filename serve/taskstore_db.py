@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flows.key_revocations import make_table as make_revocations_table
 from flows.task_store_check import connect_args
 from serve.private_files import private_sqlite
 
@@ -126,6 +127,7 @@ def make_engine(url: str) -> sa.Engine:
         # A server that drops packets fails the connection within the timeout instead of hanging it for minutes.
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(parsed))
     metadata.create_all(engine)
+    make_revocations_table(engine)  # revoked_keys: the command line writes it too (flows.key_revocations)
     _migrate(engine)
     return engine
 

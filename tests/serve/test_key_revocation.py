@@ -1,0 +1,114 @@
+"""A key revoked in the task store is refused by the running app within its revocation cache's seconds, with no
+rebuild or restart: the revocation is written by another engine on the same SQLite file (as ``tessera keys revoke``
+or another replica writes it), and the app, served by uvicorn on 127.0.0.1 beside a real ``Service``, answers the
+key with a 401 saying it was revoked. A store made before the table gets it when opened; a table that cannot be read
+refuses every key (503) until it can."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from flows.key_revocations import revoke, revoked_keys, unrevoke
+from operators.api_keys import key_hash
+from serve.revocations import REVOCATION_CACHE_S
+from serve.service_settings import ServiceArgs, resolve
+from serve.taskstore import TaskStore
+from tests.serve.conftest import api_on_localhost
+
+ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
+#: The cache the tests run with: short, so waiting for it costs little; the documented one is REVOCATION_CACHE_S.
+TEST_CACHE_S = 0.3
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    """The API with keys ``alice`` and ``bob`` over a SQLite store; yields its URL, the service and the store's URL."""
+    from serve.service import Service
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    config = resolve(ServiceArgs(default_index=None, task_store=url, spare_task_workers=0,
+                                 api_keys=[{"id": "alice", "sha256": key_hash(ALICE)},
+                                           {"id": "bob", "sha256": key_hash(BOB)}]), environ={})
+    service = Service(config, [], "tessera")
+    service.revocations.ttl = TEST_CACHE_S
+    try:
+        with api_on_localhost(config["keys"]) as base:
+            yield base, service, url
+    finally:
+        service.close()
+
+
+def tasks_of(base: str, key: str) -> requests.Response:
+    return requests.get(f"{base}/tasks", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def refused_within(base: str, key: str, seconds: float) -> tuple[requests.Response, float]:
+    """The first refusal of ``key`` and how long after now it came (fails after ``seconds``)."""
+    start = time.monotonic()
+    while (answer := tasks_of(base, key)).status_code == 200:
+        assert time.monotonic() - start < seconds, f"still accepted after {seconds} s"
+        time.sleep(0.05)
+    return answer, time.monotonic() - start
+
+
+def test_a_key_revoked_in_the_store_is_refused_without_a_restart(app):
+    base, service, url = app
+    assert tasks_of(base, ALICE).status_code == 200
+    other = sa.create_engine(url)  # another process's connection: the command line's, another replica's
+    assert revoke(other, key_hash(ALICE), "alice", "cli tester@host")["key_id"] == "alice"
+    refused, after = refused_within(base, ALICE, TEST_CACHE_S + 5)
+    assert after <= TEST_CACHE_S + 1
+    assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_api_key" and "revoked" in error["message"], error
+    assert "alice" not in refused.text and key_hash(ALICE) not in refused.text  # nothing about the key's owner
+    assert tasks_of(base, BOB).status_code == 200  # the other key is untouched
+    assert revoke(other, key_hash(ALICE), "alice", "again") is None  # revoked once: the first row is kept
+    with other.connect() as conn:
+        assert conn.execute(sa.select(revoked_keys.c.by)).scalars().all() == ["cli tester@host"]
+    assert unrevoke(other, key_hash(ALICE))  # undone: let in again, as quickly
+    time.sleep(TEST_CACHE_S + 0.1)
+    assert tasks_of(base, ALICE).status_code == 200
+    other.dispose()
+
+
+def test_the_documented_cache_is_a_few_seconds():
+    assert 1 <= REVOCATION_CACHE_S <= 10
+
+
+def test_revocations_that_cannot_be_read_refuse_every_key(app):
+    """Fail closed: while the table cannot be read, no key is let in (a 503 naming no detail of the store); the
+    routes without a key still answer; once it can be read again, keys are let in."""
+    base, service, url = app
+    other = sa.create_engine(url)
+    with other.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE revoked_keys RENAME TO revoked_keys_away")
+    time.sleep(TEST_CACHE_S + 0.1)
+    refused = tasks_of(base, BOB)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "task_store_unavailable" and "tasks.db" not in refused.text
+    assert requests.get(f"{base}/openapi.json", timeout=30).status_code == 200  # a route without a key answers
+    with other.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE revoked_keys_away RENAME TO revoked_keys")
+    time.sleep(TEST_CACHE_S + 0.1)
+    assert tasks_of(base, BOB).status_code == 200
+    other.dispose()
+
+
+def test_a_store_made_before_revocations_gets_the_table(tmp_path):
+    """An older store file (no ``revoked_keys``) keeps its rows and gets the table when the service opens it."""
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    old = TaskStore(url)
+    task_id = old.create_task("alice", "hybrid", {}, [{"qid": "1", "query": "q"}], ["a"])
+    with old.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE revoked_keys")
+    old.engine.dispose()
+    store = TaskStore(url)
+    assert store.task(task_id, "alice")["flow"] == "hybrid"
+    assert revoke(store.engine, key_hash(ALICE), "alice", "test") is not None
+    store.engine.dispose()
