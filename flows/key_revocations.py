@@ -16,6 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+#: Seconds a replica of the service trusts the revocations it read (``serve.revocations``): a key revoked anywhere is
+#: refused everywhere within them.
+REVOCATION_CACHE_S = 5.0
+
 metadata = sa.MetaData()
 
 revoked_keys = sa.Table(
@@ -34,16 +38,21 @@ def make_table(engine: sa.Engine) -> None:
 
 def revoke(engine: sa.Engine, digest: str, key_id: str, by: str) -> dict[str, Any] | None:
     """Revoke the key whose hash is ``digest``; None when it was revoked already (its first row is kept, the one
-    returned otherwise)."""
+    returned otherwise). One INSERT, no read before it: a SQLite transaction that reads, then writes, fails at once
+    when another process wrote in between, where a write first waits for the lock."""
     row = {"sha256": digest, "key_id": key_id, "revoked": time.time(), "by": by[:200]}
     try:
         with engine.begin() as conn:
-            if conn.execute(sa.select(revoked_keys.c.sha256).where(revoked_keys.c.sha256 == digest)).first():
-                return None
             conn.execute(revoked_keys.insert().values(**row))
-    except sa.exc.IntegrityError:  # another revocation of it committed in between
+    except sa.exc.IntegrityError:  # its row is there
         return None
     return row
+
+
+def revocation(conn: Any, digest: str) -> dict[str, Any] | None:
+    """The revocation of the key with hash ``digest``, or None."""
+    row = conn.execute(sa.select(revoked_keys).where(revoked_keys.c.sha256 == digest)).mappings().first()
+    return dict(row) if row else None
 
 
 def unrevoke(engine: sa.Engine, digest: str) -> bool:

@@ -21,15 +21,11 @@ import time
 
 import sqlalchemy as sa
 
-from flows.key_revocations import revoked_hashes
+from flows.key_revocations import REVOCATION_CACHE_S, revoked_hashes
 from flows.task_store_check import driver_error
 from serve.taskstore_db import READ_ONLY
 
 log = logging.getLogger("tessera.serve")
-
-#: Seconds a replica trusts the revocations it read: a key revoked elsewhere is refused here within them.
-REVOCATION_CACHE_S = 5.0
-
 
 class RevocationsUnreadable(Exception):
     """The revoked keys could not be read: no key is accepted until they can."""

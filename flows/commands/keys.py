@@ -1,4 +1,5 @@
-"""``tessera keys new --id ID [--admin] | id [KEY]``: make the service's API keys and tell a key's id.
+"""``tessera keys new --id ID [--admin] | id [KEY]``: make the service's API keys and tell a key's id (``revoke``,
+``unrevoke`` and ``revoked``: ``flows.commands.keys_revoke``).
 
 The service keeps a key only as its SHA-256 (``operators.api_keys``): ``new`` shows a fresh key once, with the
 ``api_keys`` entry that lets it in; ``id`` tells the id and hash a raw key gets in ``$TESSERA_API_KEYS``. A key's
@@ -13,6 +14,7 @@ import re
 import secrets
 import sys
 
+from flows.commands import keys_revoke
 from flows.commands._support import EXIT_OK, CliError, print_json, show_help
 from operators.api_keys import (KEY_ID_PATTERN, KEYS_ENV, MIN_KEY_CHARS, env_key_id, env_keys, env_keys_problem,
                                 key_hash, reserved_id_problem)
@@ -26,7 +28,7 @@ CONFIG_PLACE = "applications[].args.service.api_keys"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    keys = sub.add_parser("keys", help="make an API key of the service, or tell a key's id",
+    keys = sub.add_parser("keys", help="make an API key of the service, tell a key's id, revoke a key",
                           description="API keys of the service (tessera serve): the service stores only their "
                           "SHA-256, and a key's id owns what the key creates.")
     ksub = keys.add_subparsers(title="actions", metavar="ACTION")
@@ -48,6 +50,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     ident.add_argument("key", nargs="?", metavar="KEY", help="the raw key (default: read from standard input)")
     ident.add_argument("--json", action="store_true", help='print {"id", "sha256"}')
     ident.set_defaults(handler=_cmd_id)
+    keys_revoke.register(ksub, common)
     keys.set_defaults(handler=lambda args: show_help(keys))
 
 

@@ -286,13 +286,21 @@ def carry_environment(config: dict, environ) -> None:
         service = (application.get("args") or {}).get("service")
         if service is None or not digests:
             continue
-        keys = service["api_keys"] = list(service.get("api_keys") or [])
-        known, ids = {k.get("sha256") for k in keys}, {k.get("id") for k in keys}
-        for digest in digests:
-            if digest not in known:
-                key_id = env_key_id(digest, ids)
-                keys.append({"id": key_id, "sha256": digest})
-                ids.add(key_id)
+        service["api_keys"] = with_env_keys(service.get("api_keys") or [], digests)
+
+
+def with_env_keys(entries: list, digests: list[str]) -> list:
+    """A service's ``api_keys`` ``entries`` and, after them, the keys with hashes ``digests`` that they lack, with the
+    ids the service gives them (``env-<hash prefix>``, longer where one is taken): ``tessera keys revoke`` finds the
+    keys by these ids too."""
+    keys = list(entries)
+    known, ids = {k.get("sha256") for k in keys}, {k.get("id") for k in keys}
+    for digest in digests:
+        if digest not in known:
+            key_id = env_key_id(digest, ids)
+            keys.append({"id": key_id, "sha256": digest})
+            ids.add(key_id)
+    return keys
 
 
 def check_carried(env_vars) -> None:

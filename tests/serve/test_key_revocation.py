@@ -6,7 +6,11 @@ refuses every key (503) until it can."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -75,6 +79,43 @@ def test_a_key_revoked_in_the_store_is_refused_without_a_restart(app):
     time.sleep(TEST_CACHE_S + 0.1)
     assert tasks_of(base, ALICE).status_code == 200
     other.dispose()
+
+
+@pytest.mark.process
+@pytest.mark.slow  # three commands and two waits of up to 5 s
+def test_tessera_keys_revoke_stops_a_key_of_the_running_app_within_the_documented_seconds(app, tmp_path):
+    """The real command, in a process of its own, given the config the service runs: the app refuses the key
+    within REVOCATION_CACHE_S (the documented 5 s, not the tests' shorter cache), and lets it in again once
+    ``tessera keys unrevoke`` ran."""
+    import yaml
+
+    base, service, url = app
+    service.revocations.ttl = REVOCATION_CACHE_S
+    config = tmp_path / "serve.yaml"
+    service_args = {"task_store": url, "api_keys": [{"id": "alice", "sha256": key_hash(ALICE)},
+                                                    {"id": "bob", "sha256": key_hash(BOB)}]}
+    config.write_text(yaml.safe_dump({"applications": [{"name": "tessera", "import_path": "serve.app:build_app",
+                                                        "args": {"models": [], "service": service_args}}]}))
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "TESSERA_HOME": str(tmp_path / "home")}
+
+    def tessera(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flows", "keys", *args, "--config", str(config)], cwd=repo,
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    assert tasks_of(base, ALICE).status_code == 200
+    done = tessera("revoke", "--id", "alice")
+    assert done.returncode == 0 and "revoked key 'alice'" in done.stdout, done.stderr
+    refused, _ = refused_within(base, ALICE, REVOCATION_CACHE_S + 1)
+    assert refused.status_code == 401 and "revoked" in refused.json()["error"]["message"]
+    assert tasks_of(base, BOB).status_code == 200
+    missing = tessera("revoke", "--id", "carol")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "'carol'" in missing.stderr
+    assert tessera("unrevoke", "--id", "alice").returncode == 0
+    start = time.monotonic()
+    while tasks_of(base, ALICE).status_code != 200:
+        assert time.monotonic() - start < REVOCATION_CACHE_S + 1
+        time.sleep(0.1)
 
 
 def test_the_documented_cache_is_a_few_seconds():
