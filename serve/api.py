@@ -25,7 +25,7 @@ from ray import serve
 from operators.errors import one_line
 from serve import (
     auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, error_handlers, errors, json_values,
-    routes_chat, routes_flows, routes_indices, routes_search, routes_tasks, routes_ui,
+    routes_chat, routes_flows, routes_indices, routes_keys, routes_search, routes_tasks, routes_ui,
 )
 from serve import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
 from serve.errors import ApiError
@@ -44,7 +44,7 @@ app = FastAPIOffline(title="Tessera API", description="Flows as tasks and search
                      "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.",
                      redirect_slashes=False)
 for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router,
-                routes_indices.router, routes_ui.router):
+                routes_indices.router, routes_keys.router, routes_ui.router):
     app.include_router(_router)
 app.mount(routes_ui.UI_PATH, routes_ui.static_files(), name="ui")
 _describe_routes = app.openapi

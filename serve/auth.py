@@ -55,6 +55,11 @@ def configure(keys: dict[str, str], max_body_bytes: int | None, max_upload_bytes
     _settings["max_upload_bytes"] = max_upload_bytes
 
 
+def key_ids() -> dict[str, str]:
+    """The configured keys: SHA-256 hex -> key id."""
+    return dict(_settings["keys"])
+
+
 def has_keys() -> bool:
     """Whether API keys are configured (else every caller is ``local``)."""
     return bool(_settings["keys"])

@@ -21,10 +21,9 @@ from serve.index_owner import OWNER_FILE, read_owner
 from serve.index_reading import EMPTY, describe
 
 
-def require_admin(service: Any, tenant: str) -> None:
+def require_admin(service: Any, tenant: str, what: str = "list, compact or delete every key's indices") -> None:
     if tenant not in service.admins:  # the key ids with api_keys' admin: true
-        raise ApiError(403, "only an admin key (api_keys: admin: true) may list, compact or delete every key's indices",
-                       code="admin_only")
+        raise ApiError(403, f"only an admin key (api_keys: admin: true) may {what}", code="admin_only")
 
 
 def every_index(indices: Any, tenant: str) -> list[dict[str, Any]]:

@@ -23,21 +23,23 @@ from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost
 
-ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
+ALICE, BOB, OPS = "alice-key-0123456789", "bob-key-0123456789", "ops-key-0123456789"
 #: The cache the tests run with: short, so waiting for it costs little; the documented one is REVOCATION_CACHE_S.
 TEST_CACHE_S = 0.3
 
 
 @pytest.fixture
 def app(tmp_path, monkeypatch):
-    """The API with keys ``alice`` and ``bob`` over a SQLite store; yields its URL, the service and the store's URL."""
+    """The API with keys ``alice``, ``bob`` and the admin ``ops`` over a SQLite store; yields its URL, the service and
+    the store's URL."""
     from serve.service import Service
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     config = resolve(ServiceArgs(default_index=None, task_store=url, spare_task_workers=0,
                                  api_keys=[{"id": "alice", "sha256": key_hash(ALICE)},
-                                           {"id": "bob", "sha256": key_hash(BOB)}]), environ={})
+                                           {"id": "bob", "sha256": key_hash(BOB)},
+                                           {"id": "ops", "sha256": key_hash(OPS), "admin": True}]), environ={})
     service = Service(config, [], "tessera")
     service.revocations.ttl = TEST_CACHE_S
     try:
@@ -153,3 +155,45 @@ def test_a_store_made_before_revocations_gets_the_table(tmp_path):
     assert store.task(task_id, "alice")["flow"] == "hybrid"
     assert revoke(store.engine, key_hash(ALICE), "alice", "test") is not None
     store.engine.dispose()
+
+
+def call(method: str, url: str, key: str) -> requests.Response:
+    return requests.request(method, url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def test_an_admin_key_revokes_a_key_by_id_over_http(app):
+    """``POST /v1/admin/keys/{id}/revoke``: this replica refuses the key from the next request (its cache set to a
+    minute here), another replica's cache within its seconds; the last admin key may revoke itself; other keys get a
+    403, an id no key has a 404."""
+    import asyncio
+
+    from serve.revocations import Revocations
+
+    base, service, url = app
+    service.revocations.ttl = 60
+    for method, path in (("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys/alice/revoke")):
+        refused = call(method, base + path, BOB)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "admin_only", refused.text
+    listed = call("GET", base + "/v1/admin/keys", OPS).json()["keys"]
+    assert [(k["id"], k["admin"], k["revoked"]) for k in listed] == [
+        ("alice", False, False), ("bob", False, False), ("ops", True, False)]
+    other_replica = Revocations(sa.create_engine(url), ttl=TEST_CACHE_S)
+    assert not asyncio.run(other_replica.is_revoked(key_hash(ALICE)))
+
+    done = call("POST", base + "/v1/admin/keys/alice/revoke", OPS)
+    assert done.status_code == 200, done.text
+    assert {k: done.json()[k] for k in ("id", "changed", "revoked_by", "admins_left")} == {
+        "id": "alice", "changed": True, "revoked_by": "admin key 'ops'", "admins_left": 1}
+    assert tasks_of(base, ALICE).status_code == 401 and tasks_of(base, BOB).status_code == 200
+    time.sleep(TEST_CACHE_S + 0.1)
+    assert asyncio.run(other_replica.is_revoked(key_hash(ALICE)))
+    other_replica.engine.dispose()
+    assert call("POST", base + "/v1/admin/keys/alice/revoke", OPS).json()["changed"] is False
+    missing = call("POST", base + "/v1/admin/keys/carol/revoke", OPS)
+    assert missing.status_code == 404 and missing.json()["error"]["param"] == "key_id"
+    assert "'carol'" in missing.json()["error"]["message"]
+    assert [k["revoked"] for k in call("GET", base + "/v1/admin/keys", OPS).json()["keys"]] == [True, False, False]
+
+    last = call("POST", base + "/v1/admin/keys/ops/revoke", OPS)  # a leaked admin key must go, the last one too
+    assert last.status_code == 200 and last.json()["admins_left"] == 0
+    assert call("GET", base + "/v1/admin/keys", OPS).status_code == 401
