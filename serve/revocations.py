@@ -3,7 +3,8 @@
 Every replica shares the task store, so a revocation written anywhere (``tessera keys revoke``, an admin key's
 ``POST /v1/admin/keys/{id}/revoke`` on any replica) reaches them all through it. A replica reads the table again at
 most every ``REVOCATION_CACHE_S`` seconds, on a worker thread, so a revoked key is refused everywhere within that
-time and a request costs no query.
+time (and the one read it takes: the requests that come during it use the list read before), and a request costs no
+query.
 
 Fail closed: while the table cannot be read (the database is down, a partition cuts this replica off), a request with
 a key gets a 503 rather than the benefit of the doubt: a revocation is what stops a leaked key, and a replica that
@@ -36,7 +37,7 @@ class Revocations:
 
     def __init__(self, engine: sa.Engine, ttl: float = REVOCATION_CACHE_S) -> None:
         self.engine, self.ttl = engine, ttl
-        self._lock = threading.Lock()  # one read at a time; the requests that find the list stale wait for it
+        self._lock = threading.Lock()  # one read at a time
         self._state: tuple[frozenset[str], str | None] = (frozenset(), None)  # (hashes, why unreadable)
         self._read_at = -math.inf
         self.refresh()
@@ -67,8 +68,8 @@ class Revocations:
 
     async def is_revoked(self, digest: str) -> bool:
         """Whether the key with hash ``digest`` is revoked; ``RevocationsUnreadable`` while that cannot be told."""
-        if self.stale():
-            await asyncio.to_thread(self.refresh)
+        if self.stale() and not self._lock.locked():  # one request reads; those during its read use the list read
+            await asyncio.to_thread(self.refresh)  # before, rather than a thread each waiting on a slow database
         hashes, problem = self._state
         if problem is not None:
             raise RevocationsUnreadable(problem)

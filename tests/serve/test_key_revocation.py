@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,26 @@ ALICE, BOB, OPS = "alice-key-0123456789", "bob-key-0123456789", "ops-key-0123456
 TEST_CACHE_S = 0.3
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
+def store_url(request, tmp_path) -> str:
+    """The app's task store: a SQLite file, or a new database on the session's PostgreSQL server (the cluster
+    configs' store, which replicas on several nodes share)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    server = request.getfixturevalue("postgres_server")
+    name = f"tessera_revoke_{uuid.uuid4().hex[:12]}"
+    server.psql(f"CREATE DATABASE {name};")
+    return server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
 @pytest.fixture
-def app(tmp_path, monkeypatch):
-    """The API with keys ``alice``, ``bob`` and the admin ``ops`` over a SQLite store; yields its URL, the service and
+def app(tmp_path, monkeypatch, store_url):
+    """The API with keys ``alice``, ``bob`` and the admin ``ops`` over the store; yields its URL, the service and
     the store's URL."""
     from serve.service import Service
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    url = store_url
     config = resolve(ServiceArgs(default_index=None, task_store=url, spare_task_workers=0,
                                  api_keys=[{"id": "alice", "sha256": key_hash(ALICE)},
                                            {"id": "bob", "sha256": key_hash(BOB)},
@@ -134,7 +147,8 @@ def test_revocations_that_cannot_be_read_refuse_every_key(app):
     time.sleep(TEST_CACHE_S + 0.1)
     refused = tasks_of(base, BOB)
     assert refused.status_code == 503, refused.text
-    assert refused.json()["error"]["code"] == "task_store_unavailable" and "tasks.db" not in refused.text
+    assert refused.json()["error"]["code"] == "task_store_unavailable"
+    assert "tasks.db" not in refused.text and "tessera_revoke" not in refused.text  # nothing of the store
     assert requests.get(f"{base}/openapi.json", timeout=30).status_code == 200  # a route without a key answers
     with other.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE revoked_keys_away RENAME TO revoked_keys")
