@@ -164,8 +164,11 @@ def _cmd_unrevoke(args: argparse.Namespace) -> int:
     from flows.key_revocations import REVOCATION_CACHE_S, unrevoke
     from flows.task_store_check import shown_url
 
-    source, keys, _ = config_keys(args.config)
-    named = chosen(args, source, keys)
+    source, keys, stores = config_keys(args.config)
+    try:
+        named = chosen(args, source, keys)
+    except CliError:  # a key taken out of the config since: its revocation, found by the id or hash it keeps
+        named = revoked_keys_named(args, stores) or chosen(args, source, keys)
     changed, lines = False, []
     for key in named:
         engine = open_store(key.store)
@@ -175,6 +178,20 @@ def _cmd_unrevoke(args: argparse.Namespace) -> int:
         lines.append(f"key '{key.id}' is let in again by every replica within {REVOCATION_CACHE_S:g} s (task store "
                      f"{shown_url(key.store)})" if done else f"key '{key.id}' was not revoked")
     return _report(args, named, changed, lines, None)
+
+
+def revoked_keys_named(args: argparse.Namespace, stores: list[str]) -> list[Key]:
+    """The revoked keys of ``stores`` that ``--id`` or ``--sha256`` names."""
+    from flows.key_revocations import revoked_rows
+
+    column, value = ("key_id", args.key_id) if args.key_id is not None else ("sha256", args.sha256.lower())
+    found = []
+    for store in stores:
+        engine = open_store(store)
+        with engine.connect() as conn:
+            found += [Key(r["sha256"], r["key_id"], False, store) for r in revoked_rows(conn) if r[column] == value]
+        engine.dispose()
+    return found
 
 
 def _report(args: argparse.Namespace, named: list[Key], changed: bool, lines: list[str], then: str | None) -> int:

@@ -113,3 +113,17 @@ def test_revoking_the_last_admin_key_is_done_and_said(tmp_path, tessera):  # noq
     status, _, err = tessera("keys", "revoke", "--id", "ops1", "--config", config, home=tmp_path)
     assert status == 0 and "no admin key of" in err and "left unrevoked" in err
     assert sorted(r["key_id"] for r in rows(url)) == ["ops", "ops1"]
+
+
+def test_a_revoked_key_taken_out_of_the_config_is_unrevoked_by_the_id_its_row_keeps(tmp_path, tessera):  # noqa: F811
+    config, url = write_config(tmp_path)
+    assert tessera("keys", "revoke", "--id", "alice", "--config", config, home=tmp_path)[0] == 0
+    data = yaml.safe_load(open(config))
+    data["applications"][0]["args"]["service"]["api_keys"].pop(0)  # alice's entry removed from the config
+    open(config, "w").write(yaml.safe_dump(data))
+    status, _, err = tessera("keys", "revoke", "--id", "alice", "--config", config, home=tmp_path)
+    assert status == 2 and "no key has the id 'alice'" in err
+    status, out, err = tessera("keys", "unrevoke", "--id", "alice", "--config", config, home=tmp_path)
+    assert status == 0 and "let in again" in out and rows(url) == [], err
+    status, _, err = tessera("keys", "unrevoke", "--id", "alice", "--config", config, home=tmp_path)
+    assert status == 2 and "no key has the id 'alice'" in err  # nothing left to find it by
