@@ -74,7 +74,7 @@ def pages():
 
 
 @pytest.mark.parametrize("page", list(pages()))
-def test_the_python_examples_of_a_page_run_as_written(page, reader_folder, request):
+def test_the_python_examples_of_a_page_run_as_written(page, reader_folder, request, capsys):
     if page.name in RAY:
         request.getfixturevalue("ray_session")
     ran, skipped = [], []
@@ -90,11 +90,12 @@ def test_the_python_examples_of_a_page_run_as_written(page, reader_folder, reque
             continue
         ran.append(example.line)
     assert ran == runnable_blocks(page), f"{page.name}: blocks left unrun ({skipped})"
-    CHECKS.get(page.name, lambda namespace: None)(document.namespace)
+    CHECKS.get(page.name, lambda namespace, printed: None)(document.namespace, capsys.readouterr().out)
 
 
-def _python_page(namespace: dict) -> None:
+def _python_page(namespace: dict, printed: str) -> None:
     """What docs/python.md's comments say its examples give."""
+    assert "None queries query 2 of 2 is empty: give the text to search for" in printed  # the Errors example
     assert namespace["counted"].column("word_count").to_pylist() == [2]
     assert str(namespace["scores"]) and min(namespace["scores"].values()) > 0  # the sample's queries find theirs
 
