@@ -62,7 +62,8 @@ def reader_folder(sample_workspace, tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     environ, path = dict(os.environ), list(sys.path)
     yield folder
-    os.environ.clear()
+    for added in set(os.environ) - set(environ):
+        del os.environ[added]
     os.environ.update(environ)
     sys.path[:] = path
 
