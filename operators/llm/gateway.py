@@ -33,6 +33,7 @@ from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, key_env, missing_file, resolve, unknown_model
 from operators.llm.failures import ErrorKind, UnusableStream, failure_detail, failure_kind
 from operators.llm.loading import loaded_once
+from operators.redact import redact, remember_secret
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
@@ -59,7 +60,7 @@ class LLMError(TesseraError):
     def __init__(self, message: str, *, kind: ErrorKind = "api", seconds: float = 0.0, **where: Any) -> None:
         self.kind = kind
         self.seconds = seconds  # what the failed call took, its retries included (0: it was never sent)
-        super().__init__(message, **where)
+        super().__init__(redact(message), **where)  # a server may echo the key back in its error body
 
 
 def messages_of(prompt: Prompt, system: str | None = None) -> list[dict[str, Any]]:
@@ -118,6 +119,7 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         raise LLMError(f"{named(model, alias)} needs its key in ${variable}, which is not set", kind="auth")
     if alias.api_key_env:
         kwargs["api_key"] = os.environ[alias.api_key_env]
+    _remember_keys(alias, kwargs.get("api_key"))
     router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
     if alias.embedded:
         from operators.llm.embedded_model import preload
@@ -158,6 +160,15 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     if (problem := _unusable(done, messages, max_tokens)) is not None:
         raise LLMError(f"{named(model, alias)}: {problem}", kind="api", seconds=seconds)
     return done
+
+
+def _remember_keys(alias: ModelAlias, key: str | None) -> None:
+    """Mask the call's key in every error message and log line from now on (``operators.redact``): the alias's own,
+    else the provider's variable that litellm reads itself (``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``: litellm names
+    them ``<PROVIDER>_API_KEY``), since a server (a proxy, a self-hosted one) may quote the key in its error."""
+    if key is None and alias.provider and not alias.embedded:
+        key = os.environ.get(f"{alias.provider.upper()}_API_KEY")
+    remember_secret(key)
 
 
 #: Each resolved model's slots (its ``max_parallel_requests``), one semaphore per process, made on first use.

@@ -19,7 +19,8 @@ the path picks the behaviour:
 * ``nochoices``: 200 with ``choices: []``; ``null``: ``content: null``; ``tools``: ``tool_calls`` and no content;
 * ``length``: as ``ok``, but the finish reason is ``length`` (the model stopped at ``max_tokens``; streamed too);
 * ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
-  (these two stream when asked to; the other 200s answer a stream with their JSON body).
+  (these two stream when asked to; the other 200s answer a stream with their JSON body);
+* ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do).
 
 The alias ``fault-refused`` points at a port nothing listens on (connection refused).
 
@@ -55,7 +56,8 @@ from typing import Any
 import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
-             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless")
+             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
+             "leaky")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -298,6 +300,9 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             if scenario == "error" or (scenario == "flaky" and attempt == 1) or (scenario == "midstream"
                                                                                  and not streamed):
                 self._send(500, {"error": {"message": "the fault server failed on purpose", "type": "server_error"}})
+            elif scenario == "leaky":
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                self._send(401, {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_api_key"}})
             elif scenario == "ratelimit":
                 self._send(429, {"error": {"message": "slow down", "type": "rate_limit_error"}},
                            headers={"Retry-After": "1"})

@@ -149,3 +149,26 @@ def test_a_chats_streamed_answer_from_a_web_page_says_so_not_that_the_model_wrot
     assert reason.endswith("): the server's reply is not a stream of events (Content-Type: text/html), so no "
                            "completion"), reason
     assert out.select(table.column_names).equals(table) and pieces == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_server_that_quotes_the_key_in_its_error_does_not_put_it_in_the_message(fault_models, streamed):
+    """A 401 saying "Incorrect API key provided: <the key>" (a proxy, a self-hosted server) was quoted whole in the
+    error, so in a degraded query's reason, `tessera run`'s warning and a chat's "No answer could be written"."""
+    with pytest.raises(LLMError) as err:
+        complete(QUESTION, model="fault-leaky", num_retries=0, on_text=(lambda _: None) if streamed else None)
+    assert err.value.kind == "auth" and "sk-fault-test" not in str(err.value), err.value.message
+    assert err.value.message.endswith("AuthenticationError: Incorrect API key provided: ***"), err.value.message
+
+
+def test_a_provider_key_that_litellm_reads_itself_is_masked_too(fault_models, tmp_path, monkeypatch):
+    """An `openai/` alias without api_key_env sends $OPENAI_API_KEY (litellm reads it): a server that quotes it back."""
+    models = tmp_path / "own.yaml"
+    models.write_text(f"leaky-own:\n  model: openai/m\n  api_base: {fault_models.api_base('leaky')}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-own-provider-key")
+    answer = create("generate.answer", {"model": "leaky-own", "num_retries": 0}, step_id="answer")
+    out = answer(create("generate.context", {"max_context_length": 300})(sample_results(1, 2)))
+    reason = answer.drain_metadata()["q1"]["degraded"]["reason"]
+    assert reason.startswith("auth: model 'leaky-own' (openai/m at http://127.0.0.1:") and out.num_rows == 2
+    assert "sk-own-provider-key" not in reason and reason.endswith("Incorrect API key provided: ***"), reason
