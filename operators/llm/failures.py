@@ -82,6 +82,14 @@ def failure_detail(err: Exception) -> str:
 #: litellm.APIError: LiteLLM: provider returned a response with no 'choices'", which read as the server's failure.
 _NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint\. Received: (.*?)\. Check the reverse proxy", re.S)
 _NO_CHOICES = re.compile(r"provider returned a response with no 'choices'\. Raw keys: (\[.*?\])")
+#: What litellm says of a completion whose parts are not OpenAI's (``content`` a list or a number, a choice without
+#: ``message``, ``usage`` in words): "Invalid response object Traceback (most recent call last): ..." and its whole
+#: traceback, then pydantic's error ("1 validation error for Message\ncontent\n  Input should be a valid string
+#: [type=...") or the exception that ended it ("KeyError: 'message'").
+_BAD_OBJECT = re.compile(r"Invalid response object Traceback \(most recent call last\):(.*?)(?:received_args=|$)",
+                         re.S)
+_INVALID_FIELD = re.compile(r"validation errors? for (\w+)\n(\S+)\n\s+(.+?)(?: \[type=|\n|$)")
+_LAST_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)(?::.*)?)$", re.M)
 
 
 def _not_a_completion(text: str) -> str | None:
@@ -93,6 +101,10 @@ def _not_a_completion(text: str) -> str | None:
         return "the server's reply is not valid JSON" + (f", so no completion: {shown}" if body else " (it is empty)")
     if (keys := _NO_CHOICES.search(text)) is not None:
         return f"the server's reply is not a completion: it has no choices (its keys: {keys[1]})"
+    if (bad := _BAD_OBJECT.search(text)) is not None:
+        field, errors = _INVALID_FIELD.search(bad[1]), _LAST_ERROR.findall(bad[1])
+        what = (f"{field[1]}.{field[2]}: {field[3]}" if field else errors[-1].strip() if errors else "")
+        return "the server's reply is not a completion in OpenAI's shape" + (f" ({what})" if what else "")
     return None
 
 

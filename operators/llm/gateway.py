@@ -23,6 +23,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
@@ -126,6 +127,7 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
 
         preload(alias.model)
     checkpoint()  # a cancel while the model loaded
+    _quiet_litellm_warnings()
     messages = messages_of(prompt, system)
     with _slot(alias):  # the alias's max_parallel_requests, for the whole process
         started = time.perf_counter()
@@ -160,6 +162,14 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     if (problem := _unusable(done, messages, max_tokens)) is not None:
         raise LLMError(f"{named(model, alias)}: {problem}", kind="api", seconds=seconds)
     return done
+
+
+def _quiet_litellm_warnings() -> None:
+    """Drop pydantic's "Pydantic serializer warnings" that litellm raises while it writes up a reply that is not in
+    OpenAI's shape (``content`` a list): three lines on stderr per query, before the error that says it in words.
+    (Set again on each call: a filter set once per process is lost to any ``catch_warnings`` that ends after it.)"""
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning,
+                            module=r"pydantic\.main")
 
 
 def _remember_keys(alias: ModelAlias, key: str | None) -> None:

@@ -20,6 +20,7 @@ the path picks the behaviour:
 * ``length``: as ``ok``, but the finish reason is ``length`` (the model stopped at ``max_tokens``; streamed too);
 * ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
   (these two stream when asked to; the other 200s answer a stream with their JSON body);
+* ``parts``: a completion whose ``content`` is a list of parts (``[{"type": "text", ...}]``), not OpenAI's text;
 * ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do).
 
 The alias ``fault-refused`` points at a port nothing listens on (connection refused).
@@ -57,7 +58,7 @@ import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
              "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
-             "leaky")
+             "leaky", "parts")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -196,6 +197,8 @@ def _odd(scenario: str, body: dict[str, Any], reply: str) -> tuple[int, Any, byt
         whole["choices"] = []
     if scenario == "length":
         whole["choices"][0]["finish_reason"] = "length"
+    if scenario == "parts":
+        whole["choices"][0]["message"]["content"] = [{"type": "text", "text": reply}]
     if scenario == "tools":
         whole["choices"][0]["message"]["tool_calls"] = [{"id": "call_1", "type": "function", "function": {
             "name": "search", "arguments": json.dumps({"query": "honey"})}}]
@@ -315,7 +318,7 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                                      broken=False))
             elif scenario == "length" and streamed:
                 self._stream(_chunks(body, state.reply, broken=False, finish="length"))
-            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length"):
+            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "parts"):
                 self._send(*_odd(scenario, body, state.reply))
             elif scenario == "junk" and streamed:
                 self._stream(_chunks(body, "  ...  ", broken=False))

@@ -172,3 +172,31 @@ def test_a_provider_key_that_litellm_reads_itself_is_masked_too(fault_models, tm
     reason = answer.drain_metadata()["q1"]["degraded"]["reason"]
     assert reason.startswith("auth: model 'leaky-own' (openai/m at http://127.0.0.1:") and out.num_rows == 2
     assert "sk-own-provider-key" not in reason and reason.endswith("Incorrect API key provided: ***"), reason
+
+
+def test_a_reply_not_in_openais_shape_says_which_part_without_a_traceback_or_warnings(fault_models):
+    """`content` as a list of parts was "InternalServerError: Invalid response object Traceback (most recent call
+    last):" (litellm's message, cut at its first line) after three lines of pydantic's serializer warnings."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        answer = create("generate.answer", {"model": "fault-parts", "num_retries": 0}, step_id="answer")
+        table = create("generate.context", {"max_context_length": 300})(sample_results(1, 2))
+        out = answer(table)
+    reason = answer.drain_metadata()["q1"]["degraded"]["reason"]
+    assert reason.endswith("): the server's reply is not a completion in OpenAI's shape (Message.content: Input "
+                           "should be a valid string)"), reason
+    assert "Traceback" not in reason and out.select(table.column_names).equals(table)
+    assert not [w for w in seen if "serializer" in str(w.message)], [str(w.message) for w in seen]
+
+
+def test_a_completion_without_its_message_says_what_litellm_stopped_at():
+    import litellm
+
+    from operators.llm.failures import failure_detail
+
+    text = ("OpenAIException - Invalid response object Traceback (most recent call last):\n  File \"x.py\", line 1, "
+            "in f\n    message = choice['message']\nKeyError: 'message'\n\n\nreceived_args={'response_object': {}}")
+    err = litellm.InternalServerError(message=text, llm_provider="openai", model="m")
+    assert failure_detail(err) == "the server's reply is not a completion in OpenAI's shape (KeyError: 'message')"
