@@ -26,8 +26,8 @@ def failure_kind(err: Exception) -> ErrorKind:
 
     from operators.errors import in_chain
 
-    if in_chain(err, UnicodeDecodeError) is not None:  # streamed, litellm says it as a lost connection
-        return "api"
+    if in_chain(err, UnicodeDecodeError) is not None or _error_in_reply(err) is not None:  # (litellm: a "bad
+        return "api"  # request" for an error object in a 200, a lost connection for a stream that is not UTF-8)
     checks: list[tuple[Any, ErrorKind]] = [
         (litellm.Timeout, "timeout"), (litellm.RateLimitError, "rate_limit"),
         (litellm.AuthenticationError, "auth"), (litellm.NotFoundError, "not_found"),
@@ -66,6 +66,8 @@ def failure_detail(err: Exception) -> str:
 
     if isinstance(err, UnusableStream):
         return str(err)
+    if (message := _error_in_reply(err)) is not None:
+        return f"the server's reply is an error, not a completion: {_first_line(message)}"
     if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
         return "connection refused"
     if in_chain(err, UnicodeDecodeError) is not None or "codec can't decode" in str(err):
@@ -75,6 +77,20 @@ def failure_detail(err: Exception) -> str:
     if (problem := _not_a_completion(str(err))) is not None:
         return problem
     return f"{type(err).__name__}: {_first_line(err)}"
+
+
+def _error_in_reply(err: BaseException) -> str | None:
+    """The message of an HTTP 200 whose JSON is an error object (``{"error": {"message": "..."}}``, as OpenRouter
+    sends when the provider behind it failed), or None: litellm raises it as a bare ``Exception`` that carries the
+    message as an attribute, wrapped in errors whose text is empty ("BadRequestError: BadRequestError")."""
+    link: BaseException | None = err
+    for _ in range(8):
+        if link is None:
+            return None
+        if type(link) is Exception and getattr(link, "message", None):
+            return str(link.message)
+        link = link.__cause__ or link.__context__
+    return None
 
 
 #: What litellm says of an HTTP 200 whose body is text, not JSON (a proxy's error or login page), and of JSON
@@ -113,7 +129,7 @@ def _not_a_completion(text: str) -> str | None:
 _PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?:: | - )|LiteLLM: )+")
 
 
-def _first_line(err: Exception) -> str:
+def _first_line(err: Exception | str) -> str:
     """The error's first line, without the exception names litellm writes before it, however nested."""
     text = str(err).strip().splitlines()
     line = _PREFIXES.sub("", text[0]) if text else ""

@@ -21,6 +21,8 @@ the path picks the behaviour:
 * ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
   (these two stream when asked to; the other 200s answer a stream with their JSON body);
 * ``parts``: a completion whose ``content`` is a list of parts (``[{"type": "text", ...}]``), not OpenAI's text;
+* ``failed200``: HTTP 200 whose JSON is an error object (``{"error": {"message": ...}}``, as OpenRouter answers when
+  the provider behind it failed);
 * ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do).
 
 The alias ``fault-refused`` points at a port nothing listens on (connection refused).
@@ -58,7 +60,7 @@ import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
              "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
-             "leaky", "parts")
+             "leaky", "parts", "failed200")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -328,6 +330,8 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, None, raw=b"this is not json")
             elif scenario == "html":
                 self._send(200, None, raw=b"<html><body><h1>Welcome</h1></body></html>", content_type="text/html")
+            elif scenario == "failed200":
+                self._send(200, {"error": {"message": "the upstream provider is overloaded", "code": 502}})
             elif scenario == "shapeless":
                 self._send(200, {"foo": 1})
             else:

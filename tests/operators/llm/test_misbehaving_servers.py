@@ -26,6 +26,9 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
     ("binary", False, "api", "the server's reply is not UTF-8 text"),
     ("binary", True, "api", "the server's reply is not UTF-8 text"),  # streamed, it was a 'connection' error
     ("nochoices", False, "api", "the server's reply has no choices"),
+    # an error object in a 200 (OpenRouter's upstream failure) was "bad_request: BadRequestError: BadRequestError"
+    ("failed200", False, "api", "the server's reply is an error, not a completion: the upstream provider is "
+                                "overloaded"),
     # streamed, a body that is no stream of events was read as an empty reply ('', finish reason stop)
     ("html", True, "api", "the server's reply is not a stream of events (Content-Type: text/html), so no completion"),
     ("malformed", True, "api", "the server's reply is not a stream of events (Content-Type: application/json), so no "
