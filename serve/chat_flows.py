@@ -179,12 +179,14 @@ def _asks_model(cls: type, step_id: str, params: dict[str, Any]) -> bool:
 def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:
     """A step's refusal of an option the request gave it (``max_tokens`` over what the step allows, or over what
     JSON carries: ``param_numbers``' ``ApiError``) as a 422 naming the request's field: the client sent no
-    ``steps.<id>.params.max_tokens``. Any other error as it is."""
+    ``steps.<id>.params.max_tokens``. Any other error as it is, also one of a value that ``params`` gave the step
+    (``{"answer.max_tokens": "lots"}`` was "max_tokens: the flow's step 'answer' refuses None")."""
     fields = {"temperature": "temperature",
               "max_tokens": "max_completion_tokens" if request.max_completion_tokens else "max_tokens"}
     where = (err.field if isinstance(err, SpecError) else err.param) or ""
     step, _, option = where.removeprefix("steps.").partition(".params.")
-    if not where.startswith("steps.") or option not in fields:
+    if not where.startswith("steps.") or option not in fields or getattr(request, fields[option]) is None \
+            or f"{step}.{option}" in (getattr(request, "params", None) or {}):
         return err
     field, why = fields[option], err.message.removeprefix(f"{where}: ")
     code = err.code if isinstance(err, ApiError) and err.code else "invalid_value"

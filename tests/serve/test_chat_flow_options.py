@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from serve import chat, chat_flows, cohere_chat
+from flows.spec_errors import SpecError
 from serve.errors import ApiError
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
@@ -74,3 +75,19 @@ def test_a_contextualize_step_that_asks_a_model_gets_the_options(make_service):
     asking = spec.model_copy(update={"steps": steps})
     given = chat_flows._with_options(asking, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=7))
     assert given.steps["standalone"].params == {"method": "llm", "max_tokens": 7}
+
+
+@pytest.mark.parametrize("max_tokens", [None, 7])
+@pytest.mark.parametrize("option, value", [("max_tokens", "lots"), ("max_tokens", 0), ("temperature", "hot")])
+def test_a_value_params_gave_a_step_is_refused_in_its_own_name_not_the_requests(make_service, option, value,
+                                                                                max_tokens):
+    """``params: {"answer.max_tokens": "lots"}`` was "max_tokens: the flow's step 'answer' refuses None" (param
+    ``max_tokens``, a field the client did not send), or "refuses 7" when it sent max_tokens 7."""
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    request = chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=max_tokens,
+                               params={f"answer.{option}": value})
+    with pytest.raises((SpecError, ApiError)) as err:
+        chat_flows.prepare_flow(spec, request, "local")
+    where = err.value.field if isinstance(err.value, SpecError) else err.value.param
+    assert where == f"steps.answer.params.{option}" and "refuses" not in str(err.value), str(err.value)
