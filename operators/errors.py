@@ -260,8 +260,14 @@ def quotable(error: dict, known: Iterable[str] | None) -> bool:
 
 def expected(error: dict, known: Iterable[str] | None) -> str:
     """For a mapping or a list given where a param takes a name (``model: {name: ...}``), what that param takes: its
-    description (``known`` maps the params to pydantic's fields), which says which model, index or column it names."""
+    description (``known`` maps the params to pydantic's fields), which says which model, index or column it names.
+    A mapping of keys without values is YAML's reading of text in braces left unquoted (``prompt: {query}``): say
+    so, since that param takes text, not a name."""
     value, loc = error.get("input"), error["loc"]
+    if error["type"] == "string_type" and isinstance(value, dict) and value and all(v is None for v in value.values()):
+        written = "{" + ", ".join(map(str, value)) + "}"  # YAML's {query}: a mapping of keys without values
+        return (f"; YAML reads an unquoted {written} as a mapping: put the text in quotes "
+                f"({loc[-1] if loc else 'prompt'}: \"{written} ...\")")
     if error["type"] != "string_type" or not isinstance(value, (dict, list)) or not isinstance(known, dict):
         return ""
     if any(not _union_branch(str(part)) for part in loc[1:]):  # a value inside the param (filter.region), not it
