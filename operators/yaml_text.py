@@ -16,7 +16,8 @@ _NO_SPACE = re.compile(r"^\s*(?:-\s+)?[\w.-]+:[^\s:]")
 def syntax_hint(err: BaseException) -> str:
     """What PyYAML's problem most often means, and on which line: a tab; a key without its colon, or without the
     space after it, on the line above; a line indented more or less than the keys beside it; two ``key: `` on one
-    line. Empty where no such slip is seen (the problem is said alone)."""
+    line; text after a value in braces (a prompt left unquoted). Empty where no such slip is seen (the problem is
+    said alone)."""
     problem = getattr(err, "problem", None) or ""
     if "'\\t'" in problem:
         return "; YAML indents with spaces, not tabs: replace the tab with spaces"
@@ -30,12 +31,31 @@ def syntax_hint(err: BaseException) -> str:
     if problem == "could not find expected ':'" and context is not None and context.line < len(lines):
         return f"; line {context.line + 1} ({lines[context.line].strip()!r}) has no ':' after its key"
     if problem.startswith("expected <block end>, but found"):
+        if hint := _text_after_braces(lines[mark.line], mark.column):
+            return f"; line {mark.line + 1}{hint}"
         if problem.endswith("'-'"):
             return (f"; line {mark.line + 1} is a list item ('- ') among the keys of a mapping: a list goes below a "
                     "key (key:, then its items indented below it)")
         return _key_above_hint(lines, mark.line) or (f"; line {mark.line + 1} does not line up with the lines above "
                                                      "it: the keys of one mapping are indented alike, with spaces")
     return ""
+
+
+#: A value that begins with braces or brackets (``prompt: {context} Answer: {query}``, ``- [1] first``): a mapping or
+#: a list to YAML, and the text after its closing one is no YAML.
+_OPENED_VALUE = re.compile(r"^\s*(?:-\s+)?(?:[^\s:#{\[][^:#]*:\s+)?([{\[])")
+
+
+def _text_after_braces(line: str, column: int) -> str:
+    """Why a line whose value begins with ``{`` or ``[`` has text after the closing one, that YAML stopped at; empty
+    for any other line. A prompt written as it is sent (``{context} Answer: {query}``) most often."""
+    opened = _OPENED_VALUE.match(line)
+    if opened is None or "}]"["{[".index(opened[1])] not in line[opened.end():column]:
+        return ""
+    shown = " ".join(line[opened.start(1):].split())
+    shown = shown if len(shown) <= 40 else shown[:40] + "..."
+    return (f": a value that begins with '{opened[1]}' is a {'mapping' if opened[1] == '{' else 'list'} to YAML, and "
+            f"text after its closing '{'}]'['{['.index(opened[1])]}' is no YAML; put text in quotes (\"{shown}\")")
 
 
 def _colon_hint(lines: list[str], line: int, column: int) -> str:
