@@ -173,7 +173,27 @@ def provider_key_unset(alias: ModelAlias) -> str | None:
     except Exception:  # noqa: BLE001  (a provider litellm cannot check: its call will say what is wrong)
         return None
     keys = [name for name in missing if name.endswith(("_KEY", "_TOKEN"))]
-    return keys[0] if keys else None
+    return keys[0] if keys else empty_provider_key(alias)
+
+
+#: Providers that need no key (a server of one's own, Ollama): an empty ``<PROVIDER>_API_KEY`` asks for nothing.
+_KEYLESS = frozenset({"ollama", "ollama_chat", *OWN_SERVER})
+
+
+def provider_key_variable(alias: ModelAlias) -> str | None:
+    """The variable that holds a provider's key as litellm names it, ``<PROVIDER>_API_KEY`` (``OPENAI_API_KEY``,
+    ``DEEPSEEK_API_KEY``), for a model that is not the embedded one."""
+    return f"{alias.provider.upper()}_API_KEY" if alias.provider and not alias.embedded else None
+
+
+def empty_provider_key(alias: ModelAlias) -> str | None:
+    """``<PROVIDER>_API_KEY`` when it is set but empty (``export OPENAI_API_KEY=``), for a provider that needs a key:
+    litellm's check counts it as set (it asks whether the name is there), the run went on, and every call failed
+    after the retrieval with "Missing credentials", where an alias's empty ``api_key_env`` refused the run."""
+    variable = provider_key_variable(alias)
+    if variable is None or alias.provider in _KEYLESS or (alias.api_base and alias.provider != "openai"):
+        return None  # (an openai/ model needs a key on any api_base: litellm's OpenAI client will not call without)
+    return variable if os.environ.get(variable) == "" else None
 
 
 def known_model(model: str) -> str:

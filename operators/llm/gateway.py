@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from operators.call_memo import call_id, current_memo
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.llm.aliases import ModelAlias, key_env, missing_file, resolve, unknown_model
+from operators.llm.aliases import ModelAlias, key_env, missing_file, provider_key_variable, resolve, unknown_model
 from operators.llm.failures import ErrorKind, UnusableStream, failure_detail, failure_kind
 from operators.llm.loading import loaded_once
 from operators.redact import redact, remember_secret
@@ -176,8 +176,8 @@ def _remember_keys(alias: ModelAlias, key: str | None) -> None:
     """Mask the call's key in every error message and log line from now on (``operators.redact``): the alias's own,
     else the provider's variable that litellm reads itself (``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``: litellm names
     them ``<PROVIDER>_API_KEY``), since a server (a proxy, a self-hosted one) may quote the key in its error."""
-    if key is None and alias.provider and not alias.embedded:
-        key = os.environ.get(f"{alias.provider.upper()}_API_KEY")
+    if key is None and (variable := provider_key_variable(alias)) is not None:
+        key = os.environ.get(variable)
     remember_secret(key)
 
 

@@ -137,6 +137,34 @@ def test_an_unset_provider_key_is_auth_and_never_sent(tmp_path, monkeypatch):
         assert err.value.seconds == 0
 
 
+def test_an_empty_provider_key_is_unset_too_and_the_flow_is_refused_before_it_runs(tmp_path, monkeypatch):
+    """``export OPENAI_API_KEY=`` (empty): litellm's check asks only whether the name is there, so the run went on and
+    every answer failed after the retrieval with "Missing credentials", where an alias's empty api_key_env was
+    refused before the run. A provider that needs no key (vLLM on its api_base) still declares none."""
+    from flows.env_check import MissingEnvError, check_env
+    from flows.spec import FlowSpec
+    from operators.llm.aliases import key_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    monkeypatch.setenv("HOSTED_VLLM_API_KEY", "")
+    models = tmp_path / "models.yaml"
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    models.write_text(f"nokey_openai: {{model: openai/smollm2, api_base: '{base}'}}\n"
+                      f"own_vllm: {{model: hosted_vllm/m, api_base: '{base}'}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    assert key_env("openai/gpt-4o-mini") == key_env("nokey_openai") == "OPENAI_API_KEY"
+    assert key_env("own_vllm") is None and key_env("local") is None
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="openai/gpt-4o-mini")
+    assert err.value.kind == "auth" and "needs its key in $OPENAI_API_KEY" in err.value.message
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context"}, "answer": {"op": "generate.answer", "params": {
+            "model": "openai/gpt-4o-mini"}}}})
+    with pytest.raises(MissingEnvError) as refused:
+        check_env(spec)
+    assert refused.value.field == "steps.answer.params.model" and "$OPENAI_API_KEY" in refused.value.message
+
+
 def test_litellms_missing_credentials_error_is_classed_auth(monkeypatch):
     """Should a call get through without a key, litellm's error for it (an ``InternalServerError`` whose message says
     "Missing credentials") is ``auth``, not ``api``: classed by litellm's class first, its message second."""
