@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -77,6 +78,7 @@ def _router(alias: ModelAlias) -> Any:
         from litellm import Router
 
         litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout after an error
+        logging.getLogger("LiteLLM Router").addFilter(_no_fallback_log)  # (once: a filter is added once)
 
         if alias.embedded:
             from operators.llm.embedded import register
@@ -93,6 +95,13 @@ def _router(alias: ModelAlias) -> Any:
                       timeout=alias.timeout or DEFAULT_TIMEOUT)
 
     return loaded_once("litellm_router", alias.model_dump(exclude={"description"}), build)
+
+
+def _no_fallback_log(record: logging.LogRecord) -> bool:
+    """Drop litellm's Router's "Fallback also failed: ... No fallback was attempted" (an ERROR of three lines on
+    stderr, from its own handler) for a stream that broke: no Tessera call has a fallback, and the failure is the
+    call's ``LLMError``, said once in words (a degraded query's reason, ``tessera chat``'s "no answer")."""
+    return not str(record.msg).startswith("Fallback also failed")
 
 
 def complete(prompt: Prompt, *, model: str = "local", system: str | None = None, temperature: float = 0.0,

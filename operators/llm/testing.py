@@ -23,6 +23,8 @@ the path picks the behaviour:
 * ``parts``: a completion whose ``content`` is a list of parts (``[{"type": "text", ...}]``), not OpenAI's text;
 * ``failed200``: HTTP 200 whose JSON is an error object (``{"error": {"message": ...}}``, as OpenRouter answers when
   the provider behind it failed);
+* ``eventless``: a streamed reply whose events hold no choice (``choices: []``), then ``[DONE]`` (unstreamed: as
+  ``nochoices``);
 * ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do).
 
 The alias ``fault-refused`` points at a port nothing listens on (connection refused).
@@ -60,7 +62,7 @@ import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
              "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
-             "leaky", "parts", "failed200")
+             "leaky", "parts", "failed200", "eventless")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -318,6 +320,10 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             elif scenario in ("huge", "echo") and streamed:
                 self._stream(_chunks(body, _odd(scenario, body, state.reply)[1]["choices"][0]["message"]["content"],
                                      broken=False))
+            elif scenario == "eventless" and streamed:
+                self._stream([{**chunk, "choices": []} for chunk in _chunks(body, state.reply, broken=False)])
+            elif scenario == "eventless":
+                self._send(*_odd("nochoices", body, state.reply))
             elif scenario == "length" and streamed:
                 self._stream(_chunks(body, state.reply, broken=False, finish="length"))
             elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "parts"):

@@ -203,3 +203,13 @@ def test_a_completion_without_its_message_says_what_litellm_stopped_at():
             "in f\n    message = choice['message']\nKeyError: 'message'\n\n\nreceived_args={'response_object': {}}")
     err = litellm.InternalServerError(message=text, llm_provider="openai", model="m")
     assert failure_detail(err) == "the server's reply is not a completion in OpenAI's shape (KeyError: 'message')"
+
+
+def test_a_stream_without_a_choice_is_said_once_not_also_in_litellms_error_log(fault_models, capfd):
+    """A stream of events that held no choice printed litellm's Router's "Fallback also failed:
+    litellm.MidStreamFallbackError: ... No fallback was attempted" (three lines on stderr) before tessera chat's "no
+    answer could be written (...)"."""
+    with pytest.raises(LLMError) as err:
+        complete(QUESTION, model="fault-eventless", num_retries=0, on_text=lambda _: None)
+    assert err.value.kind == "connection" and "Stream ended before a finish_reason" in err.value.message
+    assert "Fallback also failed" not in capfd.readouterr().err
