@@ -156,6 +156,10 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
                 from operators.llm.reachable import refused_hint
 
                 detail += f": {refused_hint(alias)}"
+            elif kind == "not_found":  # an api_base without its /v1, or a model the server does not serve
+                from operators.llm.reachable import not_found_hint
+
+                detail += f": {hint}" if (hint := not_found_hint(alias)) else ""
             raise LLMError(f"{named(model, alias)}: {detail}", kind=kind,
                            seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started

@@ -167,6 +167,24 @@ def refused_hint(alias: ModelAlias) -> str:
     return "pick another model (tessera models says which answer)"
 
 
+#: Providers whose server is OpenAI-compatible at an ``api_base`` of one's own: its routes are under ``/v1``.
+_OPENAI_COMPATIBLE = ("openai", "hosted_vllm", "lm_studio")
+
+
+def not_found_hint(alias: ModelAlias) -> str | None:
+    """What a 404 from ``alias``'s own OpenAI-compatible server most often means, for the call's error, or None: an
+    ``api_base`` without its ``/v1`` (the server has no ``/chat/completions`` there), else a model it does not
+    serve. "NotFoundError: Error code: 404" said neither."""
+    if not alias.api_base or alias.provider not in _OPENAI_COMPATIBLE:
+        return None
+    base = alias.api_base.rstrip("/")
+    if not base.endswith("/v1"):
+        return (f"the server has no chat completions at {base}/chat/completions: an OpenAI-compatible server's "
+                "api_base ends in /v1 (vLLM's, llama.cpp's, Tessera's own); fix it in the alias's models file")
+    return (f"the server serves no model '{alias.model.split('/', 1)[1]}' (GET {base}/models lists those it does), "
+            "or has no chat completions: fix the alias's model or api_base in its models file")
+
+
 def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]:
     """``(reachable, why)``: the embedded model's weights and engine are installed; an Ollama server answers
     on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
