@@ -223,7 +223,10 @@ CHARS_PER_TOKEN = 64
 
 def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int) -> str | None:
     """Why a well-formed reply is still not the model's answer: far longer than ``max_tokens`` allows (a server that
-    ignores it, 1 MB of text), or the prompt's last message sent back (a server that echoes); None when it is."""
+    ignores it, 1 MB of text), the prompt's last message sent back (a server that echoes), or stopped by the
+    provider's content filter (finish reason ``content_filter``: what came is a part, or nothing); None when it is."""
+    if done.finish_reason == "content_filter":
+        return "the provider's content filter stopped the reply (finish reason content_filter), so it is not an answer"
     last = messages[-1].get("content") if messages else None
     asked = " ".join(last.split()).casefold() if isinstance(last, str) else ""
     if len(asked.split()) >= 8 and asked in " ".join(done.text.split()).casefold():

@@ -18,6 +18,7 @@ the path picks the behaviour:
 * ``cut``: a streamed reply that stops after half its words with no error and no ``[DONE]`` (unstreamed: as ``reset``);
 * ``nochoices``: 200 with ``choices: []``; ``null``: ``content: null``; ``tools``: ``tool_calls`` and no content;
 * ``length``: as ``ok``, but the finish reason is ``length`` (the model stopped at ``max_tokens``; streamed too);
+  ``filtered``: as ``ok``, but the finish reason is ``content_filter`` (the provider's filter stopped the reply);
 * ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
   (these two stream when asked to; the other 200s answer a stream with their JSON body);
 * ``parts``: a completion whose ``content`` is a list of parts (``[{"type": "text", ...}]``), not OpenAI's text;
@@ -62,7 +63,8 @@ import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
              "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
-             "leaky", "parts", "failed200", "eventless")
+             "leaky", "parts", "failed200", "eventless",
+             "filtered")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -199,8 +201,8 @@ def _odd(scenario: str, body: dict[str, Any], reply: str) -> tuple[int, Any, byt
     whole = _completion(body, _ODD_CONTENT.get(scenario, reply))
     if scenario == "nochoices":
         whole["choices"] = []
-    if scenario == "length":
-        whole["choices"][0]["finish_reason"] = "length"
+    if scenario in ("length", "filtered"):
+        whole["choices"][0]["finish_reason"] = "length" if scenario == "length" else "content_filter"
     if scenario == "parts":
         whole["choices"][0]["message"]["content"] = [{"type": "text", "text": reply}]
     if scenario == "tools":
@@ -324,9 +326,11 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._stream([{**chunk, "choices": []} for chunk in _chunks(body, state.reply, broken=False)])
             elif scenario == "eventless":
                 self._send(*_odd("nochoices", body, state.reply))
-            elif scenario == "length" and streamed:
-                self._stream(_chunks(body, state.reply, broken=False, finish="length"))
-            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "parts"):
+            elif scenario in ("length", "filtered") and streamed:
+                self._stream(_chunks(body, state.reply, broken=False,
+                                     finish="length" if scenario == "length" else "content_filter"))
+            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "parts",
+                              "filtered"):
                 self._send(*_odd(scenario, body, state.reply))
             elif scenario == "junk" and streamed:
                 self._stream(_chunks(body, "  ...  ", broken=False))

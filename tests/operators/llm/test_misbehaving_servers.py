@@ -40,6 +40,11 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
     ("echo", False, "api", "the model sent the prompt back (an echo), not an answer"),
     ("echo", True, "api", "the model sent the prompt back (an echo), not an answer"),
     ("slow", False, "timeout", "no reply within 0.2 s"),
+    # a reply the provider's filter stopped was the answer, a summary, a query
+    ("filtered", False, "api", "the provider's content filter stopped the reply (finish reason content_filter), so it "
+                               "is not an answer"),
+    ("filtered", True, "api", "the provider's content filter stopped the reply (finish reason content_filter), so it "
+                              "is not an answer"),
 ])
 def test_a_misbehaving_server_is_an_error_that_says_what_it_did(fault_models, scenario, streamed, kind, says):
     pieces: list[str] = []
@@ -81,9 +86,10 @@ STEPS = {
 }
 
 
-@pytest.mark.parametrize("scenario, says", [("echo", "(an echo)"), ("huge", "more than max_tokens")])
+@pytest.mark.parametrize("scenario, says", [("echo", "(an echo)"), ("huge", "more than max_tokens"),
+                                           ("filtered", "content filter stopped the reply")])
 @pytest.mark.parametrize("op", list(STEPS))
-def test_every_llm_step_degrades_on_an_echo_or_a_megabyte(fault_models, op, scenario, says):
+def test_every_llm_step_degrades_on_an_echo_a_megabyte_or_a_filtered_reply(fault_models, op, scenario, says):
     """Before, an echoed prompt was a summary, an answer, expansions and every tournament's first candidate, and a
     1 MB reply a summary or a keyword query."""
     params, table = STEPS[op]
