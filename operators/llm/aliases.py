@@ -15,7 +15,7 @@ from pathlib import Path
 
 from operators.errors import close_names
 from operators.home import tessera_home
-from operators.llm.models_file import EMBEDDED_PROVIDER, ModelAlias, ModelConfigError, read_models_file
+from operators.llm.models_file import EMBEDDED_PROVIDER, ModelAlias, ModelConfigError, no_model_named, read_models_file
 from operators.llm.models_file import is_server_url  # noqa: F401 (re-exported)
 
 PACKAGED_FILE = Path(__file__).with_name("models.yaml")
@@ -62,6 +62,8 @@ def unknown_model(model: str, *, servers: bool = True) -> str | None:
     embedded = found[model].model if model in found and found[model].embedded else model
     if embedded.startswith(EMBEDDED_PROVIDER + "/"):
         return _embedded_problem(model, embedded.split("/", 1)[1])
+    if model not in found and (problem := no_model_named(model)) is not None:  # (litellm takes it)
+        return f"{problem}, or an alias ({', '.join(found)})"
     if servers and (problem := no_server(model)) is not None:
         return problem
     if model in found:

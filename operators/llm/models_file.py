@@ -76,6 +76,15 @@ class ModelAlias(BaseModel):
         return self.provider == EMBEDDED_PROVIDER
 
 
+def no_model_named(model: str) -> str | None:
+    """Why ``model`` names a provider and no model (``openai/``, taken before: every call asked the provider for model
+    ''), or None; for an alias's entry and a step's model string alike."""
+    provider, slash, name = model.partition("/")
+    if not slash or not provider or name.strip("/ "):
+        return None
+    return f"model '{model}' names no model after its provider: give 'provider/name', such as '{provider}/<model>'"
+
+
 def is_server_url(value: Any) -> bool:
     """Whether ``value`` is an http(s) URL naming a host (an alias's ``api_base``, ``$OLLAMA_API_BASE``)."""
     try:
@@ -174,6 +183,8 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
                                    "('provider/name') or a mapping with a `model`", field=name)
         try:
             alias = ModelAlias.model_validate(entry)
+            if (problem := no_model_named(alias.model)) is not None:
+                raise ModelConfigError(f"{problem} (in {path})", field=f"{name}.model")
             out[name] = alias.model_copy(update={"model": _gguf_beside(alias.model, path.parent.absolute())}) \
                 if alias.embedded else alias
         except ValidationError as err:

@@ -58,6 +58,31 @@ def test_a_misspelt_model_is_refused_when_the_step_is_made_and_when_called():
     assert raised.value.kind == "not_found"
 
 
+@pytest.mark.parametrize("model", ["openai/", "ollama_chat/", "deepseek/ "])
+def test_a_provider_with_no_model_after_it_is_refused_in_a_step_and_in_a_models_file(model, tmp_path, monkeypatch):
+    """``answer.model=openai/`` was taken: the run did its retrieval, then asked the provider for model ''; an alias
+    ``mine: openai/`` alike."""
+    from operators import create
+    from operators.errors import ParamsError
+    from operators.llm.aliases import aliases
+    from operators.llm.models_file import ModelConfigError
+
+    provider = model.split("/")[0]
+    with pytest.raises(ParamsError) as raised:
+        create("generate.answer", {"model": model}, step_id="answer")
+    assert raised.value.field == "params.model" and f"model '{model}' names no model after its provider: give " \
+        f"'provider/name', such as '{provider}/<model>'" in raised.value.message, raised.value.message
+    with pytest.raises(LLMError, match="names no model after its provider") as called:
+        complete("hi", model=model)
+    assert called.value.kind == "not_found"
+    models = tmp_path / "models.yaml"
+    models.write_text(f"mine: {{model: '{model}'}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    with pytest.raises(ModelConfigError, match="names no model after its provider") as read:
+        aliases()
+    assert read.value.field == "mine.model"
+
+
 def test_the_fault_server_through_litellm(fault_models):
     done = complete("Which insects make honey?", model="fault-ok", system="Be brief.", max_tokens=16)
     assert done.text == fault_models.reply
