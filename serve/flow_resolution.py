@@ -139,8 +139,8 @@ class FlowResolution:
         if not index and self.default_index_missing():  # the server's setting, not the request's
             raise ApiError(503, "the service's default index (args.service.default_index) holds no index yet: name "
                            "an index in the request (`index`; GET /v1/indices lists them), or ingest the default "
-                           "one (`make demo` builds the sample index)", param="index", kind="server_error",
-                           code="default_index_missing")
+                           "one (tessera ingest --source FILE --index, the default index's path)", param="index",
+                           kind="server_error", code="default_index_missing")
         if not Path(path).is_dir():
             raise SpecError(f"index '{index}' does not exist (GET /v1/indices lists the indices)", step=step,
                             field="index")

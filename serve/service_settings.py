@@ -120,7 +120,8 @@ class ServiceArgs(BaseModel):
 
     default_index: str | None = Field(".tessera/indices/sample", description="Index for flows whose retrieval "
                                       "steps name none (a path, relative to where the app is started, or a name "
-                                      "under $TESSERA_HOME/indices); the sample index `make demo` builds.")
+                                      "under $TESSERA_HOME/indices); tessera ingest --index PATH builds it (in a "
+                                      "clone, `make demo` builds the sample index).")
     index_roots: list[str] | None = Field(None, description="Folders whose indices requests may name (a body's "
                                           "`index`, a step's `params.index`); anything outside is a 422 naming "
                                           "the field. Default: the default index's parent and "

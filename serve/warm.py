@@ -31,8 +31,8 @@ def warm_up(service: Any) -> None:
     index = service.default_index
     if service.default_index_missing():  # a search naming no index fails until it is made
         log.warning("tessera serve: the default index %s holds no index (yet): searches that name none fail until "
-                    "it is ingested (`make demo` makes the sample one) or args.service.default_index names another",
-                    index)
+                    "it is ingested (tessera ingest --source FILE --index %s) or args.service.default_index names "
+                    "another", index, index)
     elif index:
         prepared = service.prepare({"query": "warm-up", "top_k": 1}, LOCAL_TENANT, search=True)
         for step in prepared.steps:

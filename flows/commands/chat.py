@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "file (default: rag)")
     parser.add_argument("--index", metavar="NAME_OR_PATH",
                         help=f"index for the retrieval steps that leave params.index unset (default: {DEMO_INDEX}, "
-                        "make demo's, when it is there)")
+                        "when it is there: make demo's in a clone)")
     parser.add_argument("--model", metavar="ALIAS",
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
@@ -169,7 +169,8 @@ def _answering_flow(args: argparse.Namespace) -> Any:
                        "or a flow of your own that answers", field="flow")
     for step_id, cls in flow.spec.unset_index_steps().items():
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH (built by tessera ingest); "
-                       f"without it, chat reads make demo's, {DEMO_INDEX}, which is not in {Path.cwd()}",
+                       f"without it, chat reads {DEMO_INDEX}, which is not in {Path.cwd()} (tessera ingest "
+                       f"--source FILE --index {DEMO_INDEX} makes it there)",
                        step=step_id, field="params.index")
     if args.model is None:
         return flow

@@ -109,7 +109,17 @@ def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tm
     assert "answer: bees make honey\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
     missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
-    assert f"without it, chat reads make demo's, .tessera/indices/sample, which is not in {tmp_path}" in missing.stderr
+    assert f"without it, chat reads .tessera/indices/sample, which is not in {tmp_path}" in missing.stderr
+
+
+def test_without_an_index_the_error_says_the_command_that_makes_one_not_make_demo(tmp_path, tessera):
+    """A user of an installed wheel, in a folder of his own, has no Makefile: the error said "chat reads make
+    demo's"; now it names the tessera ingest that makes the index it looks for."""
+    missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
+    assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index NAME_OR_PATH")
+    assert (f"without it, chat reads .tessera/indices/sample, which is not in {tmp_path} (tessera ingest --source "
+            "FILE --index .tessera/indices/sample makes it there)") in missing.stderr
+    assert "make demo" not in missing.stderr
 
 
 def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_models, spec, tmp_path, tessera):
