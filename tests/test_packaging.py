@@ -37,3 +37,11 @@ def test_every_data_file_of_a_package_is_in_its_wheel(package):
                if not any(fnmatch.fnmatch(path.removeprefix(package + "/"), pattern) for pattern in patterns)]
     assert not missing, (f"{missing} would be left out of the wheel: add a pattern to "
                          f"[tool.setuptools.package-data] {package} in pyproject.toml")
+
+
+def test_the_engine_a_message_says_to_install_is_the_one_pyproject_pins():
+    """The pip line a machine without llama-cpp-python is told (operators.llm.embedded_model) installs the pin."""
+    from operators.llm.embedded_model import ENGINE_REQUIREMENT
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert ENGINE_REQUIREMENT in dependencies

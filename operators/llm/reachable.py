@@ -190,7 +190,7 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
     on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
     named by ``api_base`` answers; a model of a server of one's own names its address (``serverless``)."""
     if alias.embedded:
-        from operators.llm.embedded_model import gguf_path, llama_cpp_installed
+        from operators.llm.embedded_model import ENGINE_MISSING, gguf_path, llama_cpp_installed
         from operators.models.references import ModelNotFoundError
 
         try:
@@ -198,7 +198,7 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         except ModelNotFoundError as err:
             return False, err.message
         if not llama_cpp_installed():
-            return False, "llama-cpp-python is not installed (make demo installs it)"
+            return False, ENGINE_MISSING
         return True, f"weights installed: {path.name}"
     if alias.provider in ("ollama", "ollama_chat"):
         import requests

@@ -201,15 +201,14 @@ def engine_problem(llm: LLMDeploymentArgs) -> tuple[str, str] | None:
             why = "the vllm engine needs vLLM, which is not installed here: pip install 'tessera[gpu]' (GPU nodes)"
             return why, why
         return None
-    from operators.llm.embedded_model import gguf_path, llama_cpp_installed
+    from operators.llm.embedded_model import ENGINE_MISSING, gguf_path, llama_cpp_installed
     from operators.models.references import ModelNotFoundError
 
     try:
         gguf_path(llm.model)
     except ModelNotFoundError as err:
         return err.message, err.public
-    why = "llama-cpp-python is not installed (make demo installs it)"
-    return None if llama_cpp_installed() else (why, why)
+    return None if llama_cpp_installed() else (ENGINE_MISSING, ENGINE_MISSING)
 
 
 def llm_deployment(llm: LLMDeploymentArgs) -> Any:

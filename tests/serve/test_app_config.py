@@ -194,6 +194,19 @@ def test_a_vllm_model_without_vllm_is_missing_with_the_install_line():
         build_app({"missing_models": "fail", "llms": [llm.model_dump()], "service": None})
 
 
+
+def test_a_llama_cpp_model_without_llama_cpp_is_missing_with_the_pip_line(monkeypatch):
+    """It said "make demo installs it", which a user of an installed wheel cannot run."""
+    import sys
+
+    from operators.llm.embedded_model import ENGINE_REQUIREMENT
+    from serve.deployments.llm import engine_problem
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # hidden as Python hides a module
+    (llm,) = parse_args({"llms": [{"name": "smollm2"}]}).llms
+    problem, reason = engine_problem(llm)
+    assert f"pip install {ENGINE_REQUIREMENT}" in problem and "make demo" not in problem and reason == problem
+
 @pytest.mark.parametrize("args, field", [
     ({"llms": [{"name": "m", "engine": "tgi"}]}, "llms.0.engine"),
     ({"llms": [{"name": "m", "threads": 0}]}, "llms.0.threads"),

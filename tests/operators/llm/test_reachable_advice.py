@@ -37,3 +37,23 @@ def test_an_ollama_api_base_without_its_scheme_is_said_to_be_no_url(monkeypatch)
         assert err.field == "steps.answer.params.model" and "$OLLAMA_API_BASE is 'localhost:11434'" in err.message
     else:
         raise AssertionError("not refused")
+
+
+def test_the_embedded_model_without_llama_cpp_says_the_pip_line_not_make_demo(monkeypatch):
+    """Where llama-cpp-python is missing (a wheel installed with --no-deps, a llama.cpp build that failed), `tessera
+    models` and a run said "make demo installs it", which a user of an installed wheel has no Makefile for; now both
+    say the pip line of the pinned engine. ``sys.modules[name] = None`` is how Python itself hides a module."""
+    import sys
+
+    import pytest
+
+    from operators.llm.embedded_model import ENGINE_REQUIREMENT, load
+    from operators.models.references import ModelNotFoundError
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    ok, why = reachability(ModelAlias(model="tessera/smollm2-135m-instruct"))
+    assert not ok and why.startswith(f"llama-cpp-python is not installed: pip install {ENGINE_REQUIREMENT}"), why
+    assert "make demo" not in why
+    with pytest.raises(ModelNotFoundError) as err:
+        load("smollm2-135m-instruct", threads=97)  # a thread count no other test loads with: not a model held
+    assert f"pip install {ENGINE_REQUIREMENT}" in err.value.message and "make demo" not in err.value.message
