@@ -107,7 +107,7 @@ def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:
         if not os.environ.get("RAY_ADDRESS"):
             raise PlacementError(
                 f"the step is placed on {where}, but this process is not connected to Ray: start the app "
-                "(serve run serve/config.yaml), then run the flow with RAY_ADDRESS set (or after "
+                "(tessera serve), then run the flow with RAY_ADDRESS set (or after "
                 "ray.init(address=...)), or remove the step's placement to run it in-process",
                 step=op.step_id, op=op.name)
         ray.init()
@@ -115,7 +115,7 @@ def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:
         return serve.get_deployment_handle(deployment, app_name=app)
     except Exception as err:  # noqa: BLE001  (no controller, unknown app or deployment)
         raise PlacementError(f"the step is placed on {where}, which is not running: {type(err).__name__}: {err}; "
-                             "start it (serve run serve/config.yaml) or remove the step's placement",
+                             "start it (tessera serve) or remove the step's placement",
                              step=op.step_id, op=op.name) from None
 
 

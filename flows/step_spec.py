@@ -18,7 +18,8 @@ class Placement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     deployment: str = Field(min_length=1, description="Serve deployment hosting the step's model (a model name "
-                            "in serve/config.yaml, e.g. 'tessera-cross-encoder').")
+                            "of the Serve config, which tessera serve --print-config shows, e.g. "
+                            "'tessera-cross-encoder').")
     app: str = Field("tessera", min_length=1, description="Serve application the deployment belongs to.")
 
 

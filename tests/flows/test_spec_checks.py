@@ -307,6 +307,9 @@ def test_a_placed_step_without_its_deployment_stops_the_flow_before_the_steps_in
     with pytest.raises(PlacementError, match="'tessera/embedder', but this process is not connected to Ray") as err:
         LocalExecutor().run(spec, "honey bees")
     assert (err.value.step, err.value.op) == ("rr", "rerank.embedding")
+    # the command that starts the app, which a user of an installed wheel has too: it said "serve run
+    # serve/config.yaml", a file of the repository that is not in his folder
+    assert "start the app (tessera serve)" in err.value.message and "serve/config.yaml" not in err.value.message
 
 
 def test_a_params_error_names_the_operator_by_its_name_where_the_spec_wrote_an_alias():
