@@ -16,18 +16,25 @@ from operators.errors import OperatorError
 from operators.local_files import local_path
 from operators.tables import query_rows, ranking_columns, set_ranking
 
-#: The repository root: relative corpus paths that do not exist under the working
-#: directory are looked up here, so ``tessera run demo`` works from any directory.
+#: The folder above the package: in a clone, the repository root, where relative corpus paths that do not exist
+#: under the working directory are looked up, so the default corpus (the bundled sample) is found from any directory.
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def repo_root() -> Path | None:
+    """The repository root in a clone (its bundled sample is there), else None: an installed package's folder above
+    is site-packages, which holds no sample (its ``data/`` is another package's), so a missing corpus was said to be
+    looked for in site-packages."""
+    return REPO_ROOT if (REPO_ROOT / "data" / "sample").is_dir() else None
 
 
 def resolve_corpus(path: str) -> Path:
     """``path`` as given if it exists (absolute, or relative to the working directory),
-    else relative to the repository root; the first candidate when neither exists."""
+    else relative to the repository root of a clone; the first candidate when neither exists."""
     given = Path(path).expanduser()
-    if given.is_absolute() or given.exists():
+    if given.is_absolute() or given.exists() or (root := repo_root()) is None:
         return given
-    in_repo = REPO_ROOT / given
+    in_repo = root / given
     return in_repo if in_repo.exists() else given
 
 
@@ -41,7 +48,7 @@ class CorpusBM25Retriever(Operator):
     the English Snowball stemmer (PyStemmer). Each query gets its top ``k`` documents
     with a positive score: rows ``qid, query, docno, title, text, score, rank`` (+ the
     query's other columns), with ``score_<step>``/``rank_<step>`` copies. A relative
-    ``corpus`` path is looked up in the working directory, then in the repository root.
+    ``corpus`` path is looked up in the working directory, then, in a clone, in the repository root.
     The cache key includes the corpus file's content hash, so editing the corpus
     invalidates cached results.
 
@@ -60,7 +67,7 @@ class CorpusBM25Retriever(Operator):
         corpus: str = Field(
             "data/sample/corpus.jsonl", min_length=1, title="Corpus file", json_schema_extra=local_path(),
             description="JSONL corpus (one document a line: `_id` or `docno` or `id`, `title`, `text`); "
-            "relative paths are tried in the working directory, then in the repository root.",
+            "relative paths are tried in the working directory, then (in a clone) in the repository root.",
         )
         k: int = Field(10, gt=0, le=10_000, title="Results per query",
                        description="Documents returned per query (at most; only documents matching a query word).",
@@ -91,7 +98,7 @@ class CorpusBM25Retriever(Operator):
             return {}
         if path.is_dir():  # (it said "corpus file not found" of a folder that is there)
             return {"params.corpus": f"corpus {self.params.corpus} is a folder, not a JSONL file of documents"}
-        places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
+        places = dict.fromkeys([str(Path.cwd()), *([str(root)] if (root := repo_root()) else [])])
         return {"params.corpus": f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})"}
 
     # -- lifecycle ----------------------------------------------------------

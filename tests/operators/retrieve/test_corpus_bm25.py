@@ -141,3 +141,21 @@ def test_in_a_flow_the_second_run_is_served_from_the_cache(cache):
     assert second.steps["bm25"].hits == 3 and first.steps["bm25"].hits == 0
     assert second.table.to_pylist() == first.table.to_pylist()
     assert first.table.num_rows == 6
+
+
+def test_outside_a_clone_a_missing_corpus_is_looked_for_in_the_working_directory_alone(tmp_path, monkeypatch):
+    """Installed from a wheel, the folder above the package is site-packages: the default corpus was looked for
+    there too, and the error said so ("looked in /work and .../site-packages"), a place no user puts a corpus (its
+    ``data/`` is another package's). In a clone the repository root is still looked in, from any directory."""
+    from operators.retrieve import corpus_bm25
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert corpus_bm25.resolve_corpus("data/sample/corpus.jsonl").is_file()  # this clone's sample
+    site = tmp_path / "site-packages"
+    (site / "data").mkdir(parents=True)  # as `contractions` installs one
+    monkeypatch.setattr(corpus_bm25, "REPO_ROOT", site)  # where an installed operators/ package's parent is
+    op = create("retrieve.corpus_bm25", {}, step_id="bm25")
+    said = op.missing_files()
+    assert said == {"params.corpus": f"corpus file not found: data/sample/corpus.jsonl (looked in {work})"}
