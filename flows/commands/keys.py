@@ -13,6 +13,7 @@ import getpass
 import re
 import secrets
 import sys
+from pathlib import Path
 
 from flows.commands import keys_revoke
 from flows.commands._support import EXIT_OK, CliError, print_json, show_help
@@ -88,9 +89,19 @@ def _cmd_new(args: argparse.Namespace) -> int:
           f"id      {args.key_id}{'  (admin)' if args.admin else ''}\n"
           f"sha256  {entry['sha256']}\n\n"
           f"add under {CONFIG_PLACE} in the serve config:\n"
-          f"  - {line}\n\n"
+          f"  - {line}\n"
+          f"{own_config_hint()}\n"
           "clients send: Authorization: Bearer KEY", flush=True)
     return EXIT_OK
+
+
+def own_config_hint() -> str:
+    """Where a user whose folder has no ./serve/config.yaml (Tessera installed from a wheel) gets a config to add the
+    entry to: the packaged one sits inside site-packages, which a reinstall replaces."""
+    if Path("serve/config.yaml").is_file():
+        return ""
+    return ("  (no ./serve/config.yaml here: tessera serve --print-config > serve.yaml writes the one tessera serve "
+            "runs; add the line there, then tessera serve --config serve.yaml)\n")
 
 
 def _read_key(given: str | None) -> str:

@@ -131,3 +131,38 @@ def test_the_id_of_the_keyless_caller_is_refused_naming_it(tmp_path, tessera):  
     assert status == 2 and out == ""  # no key printed for an entry the service would refuse
     one_error(err, "field '--id'", "key id 'local' is reserved", "another id")
     assert tessera("keys", "new", "--id", "local2", home=tmp_path)[0] == 0
+
+
+
+def test_a_new_key_outside_a_clone_says_how_to_get_a_config_of_ones_own(tmp_path, monkeypatch, capsys):
+    """A user of an installed wheel has no serve/config.yaml in his folder (the packaged one is inside site-packages,
+    which a reinstall replaces): "add under ... in the serve config" named none he could edit. Now the command says
+    how to write one that tessera serve runs; in a folder with one, the line goes there and nothing more is said."""
+    from flows.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert main(["keys", "new", "--id", "alice"]) == 0
+    assert ("no ./serve/config.yaml here: tessera serve --print-config > serve.yaml writes the one tessera serve "
+            "runs; add the line there, then tessera serve --config serve.yaml") in capsys.readouterr().out
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "config.yaml").write_text("applications: []\n")
+    assert main(["keys", "new", "--id", "bob"]) == 0
+    assert "no ./serve/config.yaml here" not in capsys.readouterr().out
+
+
+@pytest.mark.process  # tessera serve checks a config's app args in a Python process of its own
+def test_the_config_the_hint_writes_runs_the_new_key(tmp_path, monkeypatch, capsys):
+    """The hint's two commands, as said: the printed config, the entry added, is the one tessera serve --config runs,
+    with the key in it."""
+    from flows.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert main(["serve", "--print-config"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    config["applications"][0]["args"]["service"]["api_keys"] = [{"id": "alice", "sha256": key_hash(KEY)}]
+    (tmp_path / "serve.yaml").write_text(yaml.safe_dump(config))
+    assert main(["serve", "--config", "serve.yaml", "--print-config"]) == 0
+    served = yaml.safe_load(capsys.readouterr().out)["applications"][0]["args"]["service"]["api_keys"]
+    assert served == [{"id": "alice", "sha256": key_hash(KEY)}]
