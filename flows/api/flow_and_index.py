@@ -110,9 +110,9 @@ class Index:
 
     def add(self, documents: Any, **options: Any) -> "IngestReport":
         """Add ``documents`` (a list of dicts, a pandas DataFrame, a pyarrow Table, or a file, glob or folder) as
-        ``ingest`` does, cut into passages and embedded with the index's settings; what the run did. An id the index
-        holds already is refused, naming it: ``update`` replaces such documents. ``options``: ``ingest``'s
-        (``flows.api.index_changes``)."""
+        ``ingest`` does, cut into passages as the index's documents were and embedded with its settings; what the run
+        did. An id the index holds already is refused, naming it: ``update`` replaces such documents. ``options``:
+        ``ingest``'s (``flows.api.index_changes``)."""
         return index_changes.add(self.store, documents, options)
 
     def update(self, documents: Any, **options: Any) -> "IngestReport":

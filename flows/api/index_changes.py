@@ -46,10 +46,14 @@ _UPDATE = "give the documents other ids, or replace the index's copies: index.up
 
 
 def ingested(path: Path, documents: Any, call: str, options: dict[str, Any]) -> "IngestReport":
-    """``ingest(documents, path, **options)``'s report, with ``ingest``'s defaults; ``call`` names the caller in a
-    misspelt keyword's error."""
+    """``ingest(documents, path, **options)``'s report, with ``ingest``'s defaults, the documents cut into passages
+    as the index's were (``job_params.index_chunking``: whole where they were not) unless ``chunk`` or ``spec`` says
+    otherwise; ``call`` names the caller in a misspelt keyword's error."""
     from flows.api.ingesting import ingested as run
+    from flows.ingestion.job_params import index_chunking
 
+    if "chunk" not in options and "spec" not in options:  # the built-in spec's chunker cut a --no-chunk index's adds
+        options = {**options, "chunk": index_chunking(path) or False}
     options = {"spec": "ingest", "executor": "local", "progress": True, **options}
     return run(documents, path, call=call, **options)
 

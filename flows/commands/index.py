@@ -12,8 +12,9 @@
 NAME_OR_PATH is an index folder, or a bare name (no ``/``): the index ``$TESSERA_HOME/indices/<name>``. ``add`` creates
 the index when there is none (with the given settings, and the encoder's dimension), once
 its records are read, embedded and found writable. Records are BEIR JSONL:
-``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
-one chunk (docno = doc id), embedded with the index's encoder when it is dense.
+``_id``, ``title``, ``text``; other fields become metadata columns. Each record is cut
+into passages as the index's documents were (``tessera ingest``'s chunker), or is one
+chunk (docno = doc id) where they were not, embedded with the index's encoder when it is dense.
 ``info`` checks every shard file against its sha256 and exits with status 2 naming the
 damaged shards, which fail every search of the index; it also reports an unfinished ingestion
 (shards committed of those planned, and the ``tessera ingest`` that resumes it). ``compact`` rewrites the live chunks
@@ -230,6 +231,7 @@ def _refuse_other_settings(index, args: argparse.Namespace) -> None:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
+    from flows.ingestion.job_params import index_chunking
     from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
     from operators.store.layout import check_new_index_path, check_not_foreign, new_shard_id
     from operators.store.shard import split_chunks
@@ -249,8 +251,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type or "flat",
         encoder=args.encoder or "all-MiniLM-L6-v2")
-    # an unreadable file or a missing encoder creates nothing
-    chunks = _chunks(settings, args.file, args.skip_bad_lines, adding_to=index)
+    # an unreadable file or a missing encoder creates nothing; records are cut as the index's documents were
+    cut = index_chunking(index.path) if index is not None else None
+    chunks = _chunks(settings, args.file, args.skip_bad_lines, adding_to=index, cut=cut)
     shard_id = new_shard_id("add")
     created = index is None
     if index is None:
@@ -281,9 +284,11 @@ def _added(index, chunks, shard_id: str):
 
 def _cmd_update(args: argparse.Namespace) -> int:
     from flows.commands.index_file import KEPT
+    from flows.ingestion.job_params import index_chunking
 
     index = _open_to_update(args)
-    chunks = _chunks(index.settings, args.file, args.skip_bad_lines, kept_from=str(index.path))
+    chunks = _chunks(index.settings, args.file, args.skip_bad_lines, kept_from=str(index.path),
+                     cut=index_chunking(index.path))
     kept = 0
     if KEPT in chunks.column_names:
         kept = chunks.column(KEPT).to_pylist().count(True)

@@ -81,11 +81,13 @@ def _logged_as(path: str, label: str):
     return rewritten_logs("operators.sources", renamed)
 
 
-def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None, adding_to=None) -> pa.Table:
-    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense; ``kept_from``
-    (``update``: the index's path), a record whose text that index holds for its id keeps its vector
-    (``_embedded``); ``adding_to`` (``add``: the index, if there is one), ids live there already are refused before
-    anything is embedded, as the commit would refuse them after."""
+def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None, adding_to=None,
+           cut: dict | None = None) -> pa.Table:
+    """The file's records as chunks, embedded when the index is dense: each record whole (docno = doc_id = record
+    id), or cut by the chunker params ``cut`` (``job_params.index_chunking``: as the index's documents were, docno
+    ``ID#N``); ``kept_from`` (``update``: the index's path), a passage whose text that index holds for its id keeps
+    its vector (``_embedded``); ``adding_to`` (``add``: the index, if there is one), ids live there already are
+    refused before anything is embedded, as the commit would refuse them after."""
     from operators.errors import SourceError
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
@@ -105,7 +107,7 @@ def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = No
         _refuse_repeated_ids(docs, path, _label(file))
     if adding_to is not None:
         _refuse_live_ids(docs, adding_to)
-    docs = _whole_documents(docs.append_column("doc_id", docs.column("docno")))
+    docs = _cut(docs, cut) if cut else _whole_documents(docs.append_column("doc_id", docs.column("docno")))
     return _embedded(docs, settings, kept_from) if settings.dense else docs
 
 
@@ -120,6 +122,15 @@ def _whole_documents(docs: pa.Table) -> pa.Table:
     return docs
 
 
+def _cut(docs: pa.Table, params: dict) -> pa.Table:
+    """The records cut into passages by ``preprocess.chunk`` with ``params``, as ``tessera ingest`` cuts them
+    (``flows.ingestion.shards``): docno ``ID#N``, doc_id the record's id, ``chunk_index`` of ``total_chunks``."""
+    from operators.preprocess.chunk import Chunker
+
+    out = Chunker(params, step_id="chunk")(docs)
+    return out.drop_columns([c for c in ("chunk_id",) if c in out.column_names])
+
+
 def _all_skipped(path: str) -> str:
     """What to add to "FILE holds no documents" when ``--skip-bad-lines`` skipped every line of a file that has some
     (each line not blank is a document or skipped): the file is not empty, as those words alone said."""
@@ -130,10 +141,12 @@ def _all_skipped(path: str) -> str:
             "written")
 
 
-#: What a record longer than the encoder reads can do: this command does not chunk (the flow step's advice, to chunk
-#: with the encoder's tokenizer, is nothing its user can give it).
-TRUNCATION_HINT = ("tessera index add and update embed each record whole, as one passage, and BM25 reads all of it; "
-                   "tessera ingest --source FILE --index INDEX cuts documents into passages that fit")
+#: What a record longer than the encoder reads can do: this command cuts records only as the index's documents were
+#: cut (the flow step's advice, to chunk with the encoder's tokenizer, is nothing its user can give it).
+TRUNCATION_HINT = ("tessera index add and update embed each record whole, as one passage, into an index whose "
+                   "documents were not cut (made by tessera index add, or tessera ingest --no-chunk), and BM25 reads "
+                   "all of it; tessera ingest --source FILE --index INDEX cuts documents into passages that fit, and "
+                   "an index so made has its added records cut alike")
 
 
 #: The column ``update`` counts the records that kept their vectors by; not written.

@@ -58,3 +58,18 @@ def check_job(index_path: Path, staging: Path, ours: dict[str, Any], mismatch: d
         raise refusal
     staging.mkdir(parents=True, exist_ok=True)
     write_bytes(staging / JOB_FILE, json.dumps(ours, sort_keys=True).encode())
+
+
+def index_chunking(index_path: str | Path) -> dict[str, Any] | None:
+    """The chunker params the index's documents were cut with: those of the source last ingested into it (its
+    ``job.json``, rewritten by each run), or None where they were stored whole (``--no-chunk``, or an index that
+    ``tessera index add`` made, which stages no source). ``tessera index add``/``update`` and ``Index.add``/``update``
+    cut their documents so, whichever door they come through: a search then ranks passages of one size."""
+    from operators.store.upgrade import staged_sources
+
+    jobs = [(folder / JOB_FILE) for folder in staged_sources(index_path)]
+    jobs = [job for job in jobs if job.is_file()]
+    if not jobs:
+        return None
+    newest = max(jobs, key=lambda job: (job.stat().st_mtime_ns, job.parent.name))
+    return (read_staging_json(newest) or {}).get("chunk")
