@@ -116,8 +116,10 @@ def handle(args: argparse.Namespace) -> int:
         raise CliError(f"--source '{args.source}': a URI names one file or folder, not a glob; give the folder "
                        f"({args.source.rsplit('/', 1)[0]}/), or the glob as a local path", field="--source")
     if glob and not _matches_a_file(args.source):  # the read step named 'params.path'
-        raise CliError(f"cannot read --source '{args.source}': no file matches it (working directory {os.getcwd()})",
-                       field="--source")
+        from operators.sources.paths import denied
+
+        why = denied(args.source) or f"no file matches it (working directory {os.getcwd()})"  # not "no file" alone
+        raise CliError(f"cannot read --source '{args.source}': {why}", field="--source")
     check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source},
                     executor=args.executor)
     overrides = {}

@@ -26,6 +26,27 @@ def glob_stem(pattern: str) -> tuple[Path, tuple[str, ...]]:
     return (Path(*parts[:fixed]) if fixed else Path(".")), parts[fixed:]
 
 
+def denied(pattern: str) -> str | None:
+    """Why this user cannot reach ``pattern``'s files, or None: a folder on its fixed part (a path's, a glob's before
+    its first wildcard) that it may not enter, or that folder itself (a glob's, a folder source's) that it may not
+    list. Such a source read as "no such file or folder", "no file matches it", or an internal PermissionError."""
+    stem, rest = glob_stem(pattern)
+    target = stem if rest else Path(os.path.expanduser(pattern))
+    for path in (*reversed(target.parents), target):
+        try:
+            os.stat(path)
+        except PermissionError:  # its folder may be listed, but not entered
+            return f"this user may not enter the folder {path.parent} (permission denied)"
+        except OSError:  # not there: the caller's refusal says so
+            return None
+    if target.is_dir():
+        try:
+            os.listdir(target)
+        except PermissionError:
+            return f"this user may not list the folder {target} (permission denied)"
+    return None
+
+
 def path_root(pattern: str) -> Path:
     """The folder a source's files are named from (a PDF's docno): a folder itself, a glob's folders before its
     first wildcard, a file's own folder."""
@@ -40,6 +61,8 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     once (``once_each``). A folder's hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a
     glob's ``*`` leaves them out."""
     path = Path(os.path.expanduser(pattern))
+    if (why := denied(pattern)) is not None:
+        raise SourceNotFoundError(f"cannot read '{pattern}': {why}", op=op.name, step=op.step_id, field="params.path")
     if path.is_dir():
         shown = [p for p in path.iterdir() if not p.name.startswith(".")]
         named = [p for p in shown if p.name.endswith(suffixes or ("",))]

@@ -1,0 +1,63 @@
+"""A source this user may not read, as a user with someone else's folder meets it: ``tessera ingest`` says which
+folder it may not enter or list, in one line, and makes no index. A folder it could not list was ``tessera: internal
+error: PermissionError``, a file under a folder it could not enter too, and a glob there was "no file matches it".
+
+The files are real and so are their modes; the tests run ``tessera ingest`` in a child process without the
+capabilities that let root read any file (``setpriv``), since root ignores a file's mode."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.process
+
+REPO = Path(__file__).resolve().parents[2]
+NOTES = "Honey bees make honey from the nectar of flowers and keep it in wax combs."
+
+
+def unprivileged() -> list[str]:
+    """The command prefix that runs a program as this user without root's power over file modes."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a file's mode does not stop root")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def ingest(source: str, index: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(index.parent / "home")}
+    return subprocess.run([*unprivileged(), sys.executable, "-m", "flows", "ingest", "--source", source, "--index",
+                           str(index), "--no-dense", "--quiet"], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.fixture
+def closed(tmp_path):
+    """``closed/``, a folder of notes whose mode lets no one in (000), beside a readable ``open/``."""
+    folder = tmp_path / "closed"
+    folder.mkdir()
+    (folder / "notes.md").write_text(f"# Bees\n\n{NOTES}\n", encoding="utf-8")
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open" / "bees.md").write_text(f"# Bees\n\n{NOTES}\n", encoding="utf-8")
+    folder.chmod(0)
+    yield folder
+    folder.chmod(0o755)
+
+
+def test_a_source_this_user_may_not_read_is_one_line_naming_the_folder(tmp_path, closed):
+    index = tmp_path / "idx"
+    for source, said in [("closed", f"this user may not list the folder {closed} (permission denied)"),
+                         ("closed/*.md", f"this user may not list the folder {closed} (permission denied)"),
+                         ("closed/notes.md", f"this user may not enter the folder {closed} (permission denied)")]:
+        done = ingest(str(tmp_path / source), index)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (f"tessera: error: field '--source': cannot read --source "
+                                       f"'{tmp_path / source}': {said}"), done.stderr
+        assert not index.exists()
+    again = ingest(str(tmp_path / "open"), index)  # the same user reads a folder it may read
+    assert again.returncode == 0, again.stderr
