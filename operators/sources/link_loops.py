@@ -37,7 +37,8 @@ def safe_glob(pattern: str, op: Any = None) -> list[str]:
     found: list[str] = []
     chains: dict[str, tuple[str, ...]] = {}
     looped: list[str] = []
-    for root, folders, _ in os.walk(stem or ".", followlinks=True):
+    closed: list[OSError] = []  # folders the walk could not list: their files were left out without a word
+    for root, folders, _ in os.walk(stem or ".", followlinks=True, onerror=closed.append):
         chain = chains.get(root) or (os.path.realpath(root),)
         kept = []
         for name in folders:
@@ -57,7 +58,25 @@ def safe_glob(pattern: str, op: Any = None) -> list[str]:
             continue
         found.append(root)  # ``dir/**`` matches the folders too (a caller keeps the files)
     _warn(looped, op)
+    _warn_closed(closed, op)
     return found
+
+
+#: The folders that could not be listed warned of in this process (absolute), as ``_warned``.
+_warned_closed: set[str] = set()
+
+
+def _warn_closed(errors: list[OSError], op: Any) -> None:
+    """One warning naming the folders below the walk that it could not list (their mode, a folder gone meanwhile),
+    and why: their files are not read."""
+    new = sorted({str(e.filename): e for e in errors if e.filename is not None
+                  and os.path.abspath(e.filename) not in _warned_closed}.items())
+    _warned_closed.update(os.path.abspath(name) for name, _ in new)
+    if new:
+        where = f"{op.name} [{op.step_id}]: " if op is not None else ""
+        shown = ", ".join(f"{name} ({e.strerror or e})" for name, e in new[:5]) + (", ..." if len(new) > 5 else "")
+        logger.warning("%sleft out %d folder(s) that could not be listed, with every file below them: %s",
+                       where, len(new), shown)
 
 
 def _warn(looped: list[str], op: Any) -> None:

@@ -61,3 +61,19 @@ def test_a_source_this_user_may_not_read_is_one_line_naming_the_folder(tmp_path,
         assert not index.exists()
     again = ingest(str(tmp_path / "open"), index)  # the same user reads a folder it may read
     assert again.returncode == 0, again.stderr
+
+
+def test_a_recursive_glob_names_the_folders_it_could_not_list(tmp_path, closed):
+    """``**/*`` left a folder it could not list out without a word: its files were simply not in the index."""
+    (tmp_path / "open" / "deeper").mkdir()
+    (tmp_path / "open" / "deeper" / "wasps.txt").write_text("Wasps build paper nests.", encoding="utf-8")
+    index = tmp_path / "idx"
+    done = ingest(str(tmp_path / "**" / "*"), index)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "could not be listed" in line]
+    assert warned == [f"tessera: warning: left out 1 folder(s) that could not be listed, with every file below them: "
+                      f"{closed} (Permission denied)"], done.stderr
+    from operators.store import Index
+
+    _, table = Index.open(index).columns(["doc_id"])
+    assert sorted(table.column("doc_id").to_pylist()) == ["open/bees.md", "open/deeper/wasps.txt"]
