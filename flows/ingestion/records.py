@@ -101,6 +101,8 @@ def cannot_read(path: str, err: BaseException) -> str:
     if isinstance(err, UnicodeEncodeError) and any("\udc80" <= c <= "\udcff" for c in path):
         return (f"{shown_name(path)}: its name is not UTF-8, which a document's path must be: rename the file "
                 "(convmv -f latin1 -t utf8 --notest FILE renames a Latin-1 name) and ingest again")
+    if isinstance(err, OSError) and err.strerror:  # "(Permission denied)", not the error's class and the path again
+        return f"{path}: cannot read it ({err.strerror})"
     return f"{path}: cannot read it ({type(err).__name__}: {err})"
 
 

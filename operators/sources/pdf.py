@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator, Literal
@@ -141,6 +142,13 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages:
     # pypdf logs what it repairs ("EOF marker not found") as bare lines before the file's own failure or warning
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     where = name or str(source)
+    if isinstance(source, (str, os.PathLike)):  # a file this user may not open is not "damaged or not a PDF"
+        try:
+            with open(source, "rb"):
+                pass
+        except OSError as err:
+            raise SourceError(f"{where}: cannot read it ({err.strerror or err})", op=getattr(op, "name", None),
+                              step=getattr(op, "step_id", None)) from err
     try:
         reader = PdfReader(source)
         if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone: opened as a viewer opens it

@@ -77,3 +77,32 @@ def test_a_recursive_glob_names_the_folders_it_could_not_list(tmp_path, closed):
 
     _, table = Index.open(index).columns(["doc_id"])
     assert sorted(table.column("doc_id").to_pylist()) == ["open/bees.md", "open/deeper/wasps.txt"]
+
+
+def test_files_this_user_may_not_read_are_failures_that_say_so_and_a_retry_takes_them_in(tmp_path, pdf_writer):
+    """A PDF it may not open was "cannot read as a PDF: the file is damaged or is not a PDF; the reader found: [Errno
+    13] Permission denied", sending its user to repair a sound file; a text file said ``PermissionError: [Errno 13]
+    Permission denied: 'PATH'`` after its path."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "bees.md").write_text(f"# Bees\n\n{NOTES}\n", encoding="utf-8")
+    pdf_writer(folder / "report.pdf", ["Wasps build paper nests from chewed wood."], title="Wasps")
+    (folder / "secret.txt").write_text("Ants farm aphids for honeydew.", encoding="utf-8")
+    for name in ("report.pdf", "secret.txt"):
+        (folder / name).chmod(0)
+    index = tmp_path / "idx"
+    done = ingest(str(folder), index)
+    assert done.returncode == 0, done.stderr
+    for name in ("report.pdf", "secret.txt"):
+        assert f"tessera: warning: left out: {folder / name}: cannot read it (Permission denied)\n" in done.stderr
+    from operators.store import Index
+
+    assert Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist() == ["bees.md"]
+    for name in ("report.pdf", "secret.txt"):
+        (folder / name).chmod(0o644)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    retried = subprocess.run([sys.executable, "-m", "flows", "ingest", "--index", str(index), "--retry-failed",
+                              "--quiet"], capture_output=True, text=True, env=env, timeout=120)
+    assert retried.returncode == 0, retried.stderr
+    assert sorted(Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()) == [
+        "bees.md", "report-p1", "secret.txt"]
