@@ -42,11 +42,7 @@ OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size",
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     from flows.ingestion import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
 
-    parser.add_argument("--source", "-s", metavar="PATH",
-                        help="corpus, read by its suffix: .jsonl/.ndjson file or glob (BEIR fields _id/title/text), "
-                        "BEIR folder, .parquet, .csv/.tsv (also .gz), or document files: PDFs (a document per page), "
-                        ".txt, .md and .html files (one document each), as a file, a glob or a folder that may mix "
-                        "them; default: the spec's read step")
+    parser.add_argument("--source", "-s", metavar="PATH", help=_source_help())
     parser.add_argument("--index", "-i", required=True, metavar="NAME_OR_PATH",
                         help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
@@ -94,6 +90,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.missing_options = dict.fromkeys(("--model", "--embedder", "--encoder", "--chunk-size", "--overlap"),
                                            f"the encoder and the chunking are {in_spec}")
     parser.set_defaults(handler=handle)
+
+
+def _source_help() -> str:
+    """``--source``'s help, every suffix it reads named from ``plan.FORMATS`` (it named no ``.pq``, ``.markdown``,
+    ``.htm`` nor ``.jsonl.gz``, which it reads)."""
+    from flows.ingestion.plan import DOCUMENT_FORMATS, FORMATS
+
+    def kinds(documents: bool) -> str:
+        return ", ".join(f"{label} ({' '.join(suffixes)})" for label, suffixes, _, _ in FORMATS
+                         if (label in DOCUMENT_FORMATS) == documents)
+
+    return (f"the corpus, read by its suffix: records, a document each, of {kinds(False)}, with BEIR's fields "
+            f"_id, title, text, or a BEIR folder (corpus.jsonl); or document files, {kinds(True)}: a PDF's page or "
+            "another file a document each. A file, a glob, or a folder of one record format or of document files "
+            "mixed (its own files: 'DIR/**/*' reads its subfolders too); default: the spec's read step")
 
 
 def _matches_a_file(pattern: str) -> bool:

@@ -143,3 +143,18 @@ def test_chat_help_says_what_ends_it_and_that_empty_lines_are_skipped(capsys):
     said = " ".join(capsys.readouterr().out.split())
     assert ("/new starts over; /exit or the end of input (Ctrl-D) ends; /help lists these; empty lines are "
             "skipped.") in said, said
+
+
+def test_ingest_help_names_every_suffix_it_reads(capsys):
+    """``--source``'s help named ``.parquet``, ``.md`` and ``.html`` but not ``.pq``, ``.markdown``, ``.htm`` nor
+    ``.jsonl.gz``, which it reads: a user with such files read that they were not taken."""
+    from flows.ingestion.plan import FORMATS
+
+    with pytest.raises(SystemExit):
+        main(["ingest", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    source = said[said.index("--source PATH"):said.index("--index NAME_OR_PATH, -i")]
+    missing = [suffix for _, suffixes, _, _ in FORMATS for suffix in suffixes if f" {suffix}" not in
+               source.replace("(", " ").replace(")", " ")]
+    assert missing == [], source
+    assert "'DIR/**/*' reads its subfolders too" in source, source
