@@ -73,6 +73,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     update.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     update.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     for edit in (add, update):
+        edit.add_argument("--encoding", metavar="NAME", help="FILE's text encoding (cp1252, latin-1...); default: "
+                          "UTF-8, and for a file that is not, the one charset-normalizer guesses, named in a warning")
         edit.add_argument("--skip-bad-lines", action="store_true", help="skip (and count in a warning) lines that "
                           "are not a document, instead of refusing the whole file")
     add.set_defaults(handler=_cmd_add)
@@ -238,7 +240,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
     refuse_file_as_index_name(args.path, "NAME_OR_PATH", "FILE")
-    check_readable(args.file)  # before an index is created for nothing
+    check_readable(args.file, args.encoding)  # before an index is created for nothing
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding
     check_not_foreign(resolve_index(args.path))  # a folder of someone's files, as `tessera ingest` refuses it
     try:
@@ -253,7 +255,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         encoder=args.encoder or "all-MiniLM-L6-v2")
     # an unreadable file or a missing encoder creates nothing; records are cut as the index's documents were
     cut = index_chunking(index.path) if index is not None else None
-    chunks = _chunks(settings, args.file, args.skip_bad_lines, adding_to=index, cut=cut)
+    chunks = _chunks(settings, args.file, args.skip_bad_lines, adding_to=index, cut=cut, encoding=args.encoding)
     shard_id = new_shard_id("add")
     created = index is None
     if index is None:
@@ -288,7 +290,7 @@ def _cmd_update(args: argparse.Namespace) -> int:
 
     index = _open_to_update(args)
     chunks = _chunks(index.settings, args.file, args.skip_bad_lines, kept_from=str(index.path),
-                     cut=index_chunking(index.path))
+                     cut=index_chunking(index.path), encoding=args.encoding)
     kept = 0
     if KEPT in chunks.column_names:
         kept = chunks.column(KEPT).to_pylist().count(True)

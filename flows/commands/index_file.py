@@ -11,11 +11,18 @@ import pyarrow as pa
 from flows.commands._support import CliError, rewritten_logs
 
 
-def check_readable(file: str) -> None:
+def check_readable(file: str, encoding: str | None = None) -> None:
     """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``); a folder or nothing is refused
-    naming which it is."""
+    naming which it is, and an ``--encoding`` Python does not know or that does not write a newline as one byte."""
     from pathlib import Path
 
+    from operators.errors import SourceError
+    from operators.sources.encoding import check_encoding
+
+    try:
+        check_encoding(encoding, lines=True)
+    except SourceError as err:
+        raise CliError(err.message, field="--encoding") from None
     if file != "-" and Path(file).is_dir():
         raise CliError(f"{file} is a folder; FILE is one JSON Lines file of documents (to add a folder's files, "
                        f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
@@ -67,22 +74,27 @@ def _as_file(file: str) -> Iterator[str]:
 
 #: How the reader, a flow step named ``index`` here, starts its warnings: words of a flow, not of this command.
 _STEP_PREFIX = "sources.jsonl [index]: "
+#: Where the reader's advice on a file that is not UTF-8 sends its user: this command's own option instead.
+INGEST_ENCODING = "(the encoding param, tessera ingest --encoding)"
 
 
-def _logged_as(path: str, label: str):
-    """While open, the reader's warnings (``--skip-bad-lines``' lines skipped) name ``label`` where they said
-    ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user. They lose
-    the flow step's name (``sources.jsonl [index]:``), which names nothing the user of ``index add`` gave."""
+@contextlib.contextmanager
+def _logged_as(path: str, label: str) -> Iterator[None]:
+    """While open, the reader's warnings (``--skip-bad-lines``' lines skipped, an encoding guessed) name ``label``
+    where they said ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the
+    user. They lose the flow step's name (``sources.jsonl [index]:``), which names nothing the user of ``index add``
+    gave, and their advice to give an encoding names this command's ``--encoding``, not ``tessera ingest``'s."""
 
     def renamed(record) -> None:
-        message = record.getMessage().replace(path, label)
+        message = record.getMessage().replace(path, label).replace(INGEST_ENCODING, "(--encoding)")
         record.msg, record.args = message.removeprefix(_STEP_PREFIX), ()
 
-    return rewritten_logs("operators.sources", renamed)
+    with rewritten_logs("operators.sources", renamed), rewritten_logs("tessera.sources", renamed):
+        yield
 
 
 def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None, adding_to=None,
-           cut: dict | None = None) -> pa.Table:
+           cut: dict | None = None, encoding: str | None = None) -> pa.Table:
     """The file's records as chunks, embedded when the index is dense: each record whole (docno = doc_id = record
     id), or cut by the chunker params ``cut`` (``job_params.index_chunking``: as the index's documents were, docno
     ``ID#N``); ``kept_from`` (``update``: the index's path), a passage whose text that index holds for its id keeps
@@ -92,19 +104,21 @@ def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = No
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
 
-    check_readable(file)
+    check_readable(file, encoding)
+    read = {"encoding": encoding} if encoding else {}
     with _as_file(file) as path, _logged_as(path, _label(file)):
         try:
-            docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise"},
+            docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise", **read},
                                step_id="index")(pa.table({}))
         except SourceError as err:
-            message = err.message.replace(SKIP_HINT, "").replace(path, _label(file))
+            message = err.message.replace(SKIP_HINT, "").replace(path, _label(file)).replace(INGEST_ENCODING,
+                                                                                              "(--encoding)")
             raise CliError(f"{message}; nothing was written (--skip-bad-lines skips such lines)",
                            field="FILE") from None
         if docs.num_rows == 0:
             said = _all_skipped(path) if skip_bad_lines else ""
             raise CliError(f"{_label(file)} holds no documents{said}", field="FILE")
-        _refuse_repeated_ids(docs, path, _label(file))
+        _refuse_repeated_ids(docs, path, _label(file), read)
     if adding_to is not None:
         _refuse_live_ids(docs, adding_to)
     docs = _cut(docs, cut) if cut else _whole_documents(docs.append_column("doc_id", docs.column("docno")))
@@ -194,7 +208,7 @@ def _refuse_live_ids(docs: pa.Table, index) -> None:
                        field="FILE")
 
 
-def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
+def _refuse_repeated_ids(docs: pa.Table, path: str, label: str, read: dict) -> None:
     """A file that gives an id twice names the repeat's line and the first's, before anything is embedded: the store's
     own refusal named only a shard id that was never made. ``tessera ingest``'s reader finds the lines."""
     import pyarrow.compute as pc
@@ -205,7 +219,7 @@ def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
     from flows.ingestion.reading import iter_documents
     from operators.sources.jsonl import JsonlSource
 
-    for item in iter_documents(JsonlSource({"path": path}, step_id="index")):
+    for item in iter_documents(JsonlSource({"path": path, **read}, step_id="index")):
         if isinstance(item, Failure) and item.error.startswith("duplicate id"):
             error = item.error.replace(str(item.path), label).replace(path, label)
             raise CliError(f"{label}, line {item.line}: {error}; ids must be unique in the file (`tessera ingest` "
