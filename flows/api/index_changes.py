@@ -28,8 +28,10 @@ def add(store: "StoreIndex", documents: Any, options: dict[str, Any]) -> "Ingest
     path, documents = Path(store.path), materialized(documents)
     if in_memory(documents) and not options.get("replace"):
         documents = checked_table(documents, options.get("fields"))
+        ids = document_ids(documents, options.get("fields"))
+        _refuse_repeated(ids)
         live = store.live_doc_ids()
-        if clash := [doc_id for doc_id in document_ids(documents, options.get("fields")) if doc_id in live]:
+        if clash := [doc_id for doc_id in ids if doc_id in live]:
             raise CommitError(f"document(s) {clash[:5]} ({len(clash)} in all) are already live in {path}; nothing "
                               "was embedded or written", advice=_UPDATE, field="doc_id")
         options = {**options, "replace": True}
@@ -39,6 +41,22 @@ def add(store: "StoreIndex", documents: Any, options: dict[str, Any]) -> "Ingest
         if "already live" not in err.detail or options.get("replace"):
             raise
         raise CommitError(err.detail, advice=_UPDATE, field=err.field) from None
+
+
+def _refuse_repeated(ids: list[str]) -> None:
+    """Documents given twice under one id, refused before anything is embedded, as ``tessera index add`` refuses
+    them: ``add`` ingests documents in memory with ``replace=True`` (so that documents deleted come back), which kept
+    the last copy without a word, where ``ingest`` keeps the first and records the others as failures."""
+    from collections import Counter
+
+    from flows.ingestion.errors import IngestError
+
+    if not (repeated := [doc_id for doc_id, n in Counter(ids).items() if n > 1]):
+        return
+    shown = ", ".join(repr(doc_id) for doc_id in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
+    raise IngestError(f"the documents given repeat {len(repeated)} id(s) ({shown}): ids must be unique among the "
+                      "documents added; nothing was embedded or written (index.update(documents) keeps the last copy "
+                      "of each)", field="source")
 
 
 #: What ``add`` says to do with ids the index holds.

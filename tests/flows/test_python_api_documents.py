@@ -222,3 +222,21 @@ def test_a_document_whose_text_is_not_valid_unicode_is_said_to_be_so(home):
     assert err.value.field == "source"
     assert "not valid Unicode (surrogates not allowed: '\\ud800' at position 5 of 'Bees" in err.value.message
     assert "one type" not in err.value.message and not (home / "idx").exists()
+
+
+def test_an_add_of_documents_that_repeat_an_id_is_refused_before_anything_is_embedded(home):
+    """``index.add`` kept the last of two documents with one id without a word (it ingests documents in memory with
+    ``replace=True``), where ``ingest`` keeps the first and records the other as a failure and ``tessera index add``
+    refuses the file: refused now, naming the id; ``update`` keeps the last copy, as ``replace`` does."""
+    from flows.api import ingest
+
+    index = ingest(DOCS, home / "idx", **BM25)
+    twice = [{"id": "d3", "text": "Owls hunt at night."}, {"id": "d4", "text": "Rivers flow."},
+             {"id": "d3", "text": "Barn owls nest in barns."}]
+    with pytest.raises(IngestError) as err:
+        index.add(twice, progress=False)
+    assert err.value.field == "source" and "repeat 1 id(s) ('d3'): ids must be unique" in err.value.message
+    staged = sorted(p.name for p in (home / "idx" / "_ingest").iterdir())
+    assert len(index) == 2 and len(staged) == 1, staged  # the first ingest's source alone: nothing staged for it
+    index.update(twice, progress=False)
+    assert index.search("owls", k=1, method="bm25").column("text").to_pylist() == ["Barn owls nest in barns."]
