@@ -78,7 +78,7 @@ def ingested(path: Path, documents: Any, call: str, options: dict[str, Any]) -> 
 
 def delete(store: "StoreIndex", doc_ids: Iterable[str]) -> int:
     """``Index.delete``: every passage of ``doc_ids``; an id the index lacks is refused, and nothing deleted."""
-    from operators.store.errors import CommitError, listed_ids
+    from operators.store.errors import CommitError, listed_ids, passage_hint
 
     if not isinstance(doc_ids, Iterable):  # a number: "'int' object is not iterable" from inside
         raise CommitError(f"doc_ids is a list of document ids; got {type(doc_ids).__name__} {short_repr(doc_ids)}",
@@ -86,8 +86,7 @@ def delete(store: "StoreIndex", doc_ids: Iterable[str]) -> int:
     wanted = list(dict.fromkeys(str(i) for i in listed_ids(doc_ids, "doc_ids")))
     live = store.live_doc_ids()
     if unknown := [doc_id for doc_id in wanted if doc_id not in live]:
-        passage = any("#" in doc_id for doc_id in unknown)
-        docno = " (a passage's docno is DOC_ID#N: delete takes the DOC_ID)" if passage else ""
+        docno = passage_hint(unknown, live)
         raise CommitError(f"{Path(store.path).name} holds no document {', '.join(map(repr, unknown[:5]))}"
                           f"{f' ({len(unknown)} in all)' if len(unknown) > 5 else ''}, so nothing was deleted{docno}",
                           field="doc_ids")

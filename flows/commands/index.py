@@ -334,8 +334,10 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     index = _open(args.path)
     live = set(index.columns(["doc_id"])[1].column("doc_id").cast(pa.string()).to_pylist())
     if unknown := [doc_id for doc_id in dict.fromkeys(args.doc_ids) if doc_id not in live]:  # a typo among them
-        raise CliError(f"no live chunk has doc id {', '.join(map(repr, unknown))}, so nothing was deleted",
-                       field="--doc-id")
+        from operators.store.errors import passage_hint
+
+        raise CliError(f"no live chunk has doc id {', '.join(map(repr, unknown))}, so nothing was deleted"
+                       f"{passage_hint(unknown, live)}", field="--doc-id")
     n = index.delete(doc_ids=args.doc_ids)
     report(args, {"index": str(index.path), "doc_ids": list(dict.fromkeys(args.doc_ids)), "deleted_chunks": n,
                   "live": len(index), "generation": index.manifest.generation},

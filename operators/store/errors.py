@@ -118,3 +118,14 @@ def settings_mismatch(path: Any, ours: dict[str, Any], theirs: dict[str, Any]) -
     asked = ", ".join(f"{k}: {json.dumps(ours[k])}" for k in differ)
     return (f"an index with other settings exists at {path}: it has {has}, and this asks for {asked}; keep its "
             "settings, or use another index")
+
+
+def passage_hint(unknown: list[str], live: set[str]) -> str:
+    """What to add to a refusal to delete the ids ``unknown``: where one is a passage's docno (``DOC_ID#N``, as a
+    search shows it), that delete takes its document's id, named where the index holds it."""
+    passages = [doc_id for doc_id in unknown if "#" in doc_id]
+    if not passages:
+        return ""
+    base = passages[0].rsplit("#", 1)[0]
+    named = f": {base!r} for {passages[0]!r}" if base in live else ""
+    return f" (a passage's docno is DOC_ID#N: delete takes the DOC_ID{named})"

@@ -87,7 +87,7 @@ def test_an_index_adds_updates_and_deletes_documents_in_place(home):
 @pytest.mark.parametrize("doc_ids, said", [
     (["d1", "nope"], "holds no document 'nope', so nothing was deleted"),
     (["d1#0"], "holds no document 'd1#0', so nothing was deleted (a passage's docno is DOC_ID#N: delete takes the "
-               "DOC_ID)"),
+               "DOC_ID: 'd1' for 'd1#0')"),
     ("d1", "doc_ids is a list of ids, not one text ('d1'): give ['d1']"),
     (5, "doc_ids is a list of document ids; got int 5"),
 ])

@@ -482,3 +482,20 @@ def test_a_file_with_no_document_says_when_every_line_was_skipped(tmp_path, caps
     err = capsys.readouterr().err
     assert f"field 'FILE': {bad}{said}" in err, err
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_delete_of_a_passages_docno_names_the_document_id_to_give(tmp_path, sample_docs, capsys):
+    """A search shows ``docno`` (``ID#0`` on an ingested index); ``tessera index delete --doc-id ID#0`` said only "no
+    live chunk has doc id", where ``Index.delete`` in Python said that delete takes the DOC_ID."""
+    from flows.ingestion import ingest
+
+    idx = tmp_path / "idx"
+    ingest(_write(tmp_path / "a.jsonl", sample_docs[:3]), idx, settings={"dense": False}, spec="ingest",
+           executor="local", progress=False)
+    first = sample_docs[0]["_id"]
+    capsys.readouterr()
+    assert main(["index", "delete", str(idx), "--doc-id", f"{first}#0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tessera: error: field '--doc-id': no live chunk has doc id '{first}#0', so nothing was deleted (a passage's "
+        f"docno is DOC_ID#N: delete takes the DOC_ID: '{first}' for '{first}#0')")
+    assert main(["index", "delete", str(idx), "--doc-id", first]) == 0 and len(Index.open(idx)) == 2
