@@ -5,6 +5,7 @@ Apart from ``job`` so that a service can refuse a request (``check_ingest``) wit
 
 from __future__ import annotations
 
+import glob
 import logging
 import numbers
 import os
@@ -45,8 +46,6 @@ def _no_source(spec: str | Path | dict | None, plan: IngestPlan, err: SourceNotF
     """With no source, the read step's own path (``data/sample/corpus.jsonl`` in the built-in spec, relative to
     the working directory) is not there: an error that says so, rather than naming a file the caller never gave;
     ``err`` itself when the path is there (a folder without the files it reads)."""
-    import glob
-
     value = getattr(plan.read.params, (err.field or "").removeprefix("params."), None)
     if not isinstance(value, str) or Path(value).expanduser().exists():
         return err
@@ -135,6 +134,10 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         except SourceNotFoundError as err:
             if source is None:  # the spec's own path, which the caller never named
                 raise _no_source(spec, plan, err) from None
+            # a glob of no file, as tessera ingest says it: the read step's error named a param never given
+            if isinstance(source, (str, os.PathLike)) and glob.has_magic(str(source)):
+                raise IngestError(f"cannot read source='{source}': no file matches it (working directory "
+                                  f"{os.getcwd()})", field="source") from None
             raise
     _check_extras(plan)
     full_settings = index_settings(index_path, settings, plan.settings_base)

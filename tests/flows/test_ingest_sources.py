@@ -77,6 +77,21 @@ def test_a_glob_that_matches_no_file_is_named_as_the_source_option(tmp_path, mon
     assert not (tmp_path / "home" / "indices" / "idx").exists()
 
 
+@pytest.mark.parametrize("pattern", ["docs/*.jsonl", "docs/**/*.md", "docs/*", "nowhere/*.csv"])
+def test_a_glob_that_matches_no_file_is_an_ingest_error_on_source_in_python_too(tmp_path, monkeypatch, pattern):
+    """``flows.api.ingest`` raised the read step's ``SourceNotFoundError`` (step 'read', operator 'sources.jsonl',
+    field 'params.path'), which no ``except IngestError`` caught, where ``tessera ingest`` names ``--source``."""
+    from flows.api import ingest
+
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(IngestError) as err:
+        ingest(pattern, tmp_path / "idx", settings={"dense": False}, progress=False)
+    assert err.value.field == "source"
+    assert err.value.message == f"cannot read source='{pattern}': no file matches it (working directory {tmp_path})"
+    assert not (tmp_path / "idx").exists()
+
+
 def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path, caplog):
     csvs, tsvs, beir, mixed, none = (tmp_path / n for n in ("csvs", "tsvs", "beir", "mixed", "none"))
     for folder in (csvs, tsvs, beir, mixed, none):
