@@ -74,6 +74,9 @@ FORMATS = (
 #: Formats whose files are documents: a folder may mix them (``sources.files`` reads each by its kind).
 DOCUMENT_FORMATS = ("PDF", "text", "Markdown", "HTML")
 _KNOWN = ", ".join(f"{name} ({', '.join(suffixes)})" for name, suffixes, _, _ in FORMATS)
+#: The corpus files that make a folder a BEIR folder, and the files of one that are not the user's documents.
+_BEIR_CORPUS = ("corpus.jsonl", "corpus.jsonl.gz")
+_BEIR_OWN = (*_BEIR_CORPUS, "queries.jsonl", "queries.jsonl.gz")
 #: Globs of any file name, read by ``sources.files`` (each file by its kind, the others named in a warning).
 _ANY_NAME = ("*", "*.*")
 
@@ -122,9 +125,14 @@ def _folder_read(source: str | Path, path: Path, quiet: bool) -> tuple[str, dict
     alone: ``sources.pdf``; mixed with text, Markdown or HTML: ``sources.files``); one of more document files than
     record files is refused, naming a glob of each. Its other files are named in one warning (``sources.files``
     names them itself)."""
-    if any(path.glob("corpus.jsonl*")):
-        return "sources.beir", {"folder": str(source), "part": "corpus"}
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    if any((path / name).is_file() for name in _BEIR_CORPUS):  # not corpus.jsonl.bak, corpus.jsonl~ alone
+        others = [p.name for p in files if p.name not in _BEIR_OWN and _format(p.name) is not None]
+        if others and not quiet:  # a user's notes beside a corpus were left out without a word
+            shown = ", ".join(others[:10]) + (", ..." if len(others) > 10 else "")
+            log.warning("%s: a BEIR folder, of which only corpus.jsonl is read: %d other file(s) not read: %s "
+                        "(ingest them as a source of their own, a glob of them)", source, len(others), shown)
+        return "sources.beir", {"folder": str(source), "part": "corpus"}
     kinds = {p.name: _format(p.name) for p in files}
     found = {f[0]: f for f in kinds.values() if f is not None}
     records = {label: f for label, f in found.items() if label not in DOCUMENT_FORMATS}

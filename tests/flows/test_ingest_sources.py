@@ -118,6 +118,29 @@ def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path, caplog):
         read_step(none)
 
 
+def test_a_beir_folder_is_one_with_its_corpus_and_names_the_users_files_beside_it(tmp_path, caplog):
+    """``corpus.jsonl*`` made a folder a BEIR folder: one of notes with an editor's ``corpus.jsonl.bak`` in it was
+    refused by the BEIR reader ("step 'read', operator 'sources.beir' ...: has no corpus.jsonl"); and the notes or
+    records beside a real corpus were left out without a word."""
+    sample = [json.loads(line) for line, _ in zip(open(Path(__file__).resolve().parents[2] / "data" / "sample" /
+                                                        "corpus.jsonl", encoding="utf-8"), range(3))]
+    notes, beir = tmp_path / "notes", tmp_path / "beir"
+    for folder in (notes, beir):
+        folder.mkdir()
+        (folder / "kea.md").write_text("# Kea\n\nKea are alpine parrots of New Zealand.\n")
+    (notes / "corpus.jsonl.bak").write_text(json.dumps(sample[0]) + "\n")
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in sample))
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "parrots"}\n')
+    (beir / "extra.csv").write_text("_id,text\nx,Everest\n")
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    index = ingest(str(notes), tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert Index.open(index.index).columns(["doc_id"])[1].column("doc_id").to_pylist() == ["kea.md"]
+    caplog.clear()
+    assert read_step(beir)[0] == "sources.beir"
+    assert caplog.messages == [f"{beir}: a BEIR folder, of which only corpus.jsonl is read: 2 other file(s) not "
+                               "read: extra.csv, kea.md (ingest them as a source of their own, a glob of them)"]
+
+
 def test_a_folder_of_notes_beside_a_csv_export_is_refused_naming_both_globs(tmp_path):
     """A folder of a user's notes with one spreadsheet export in it was read as the CSV: its 3 rows were ingested and
     the notes left out, named in a warning. Where documents outnumber the record files, the folder is refused, before
