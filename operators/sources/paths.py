@@ -65,7 +65,7 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
         raise SourceNotFoundError(f"cannot read '{pattern}': {why}", op=op.name, step=op.step_id, field="params.path")
     if path.is_dir():
         shown = [p for p in path.iterdir() if not p.name.startswith(".")]
-        named = [p for p in shown if p.name.endswith(suffixes or ("",))]
+        named = [p for p in shown if p.name.lower().endswith(suffixes or ("",))]
         folders = sorted(p for p in shown if p.is_dir())
         missing = f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob"
         if folders:
@@ -153,4 +153,4 @@ def warn_dangling(paths: list[Path], op: Any) -> None:
 
 
 def is_gzip(path: str | Path) -> bool:
-    return str(path).endswith(".gz")
+    return str(path).lower().endswith(".gz")

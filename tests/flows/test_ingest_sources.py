@@ -265,3 +265,19 @@ def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path, in
     done = ingest_command(path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "tessera: error: no document was ingested: all 3 failed" in done.stderr
+
+
+def test_a_folders_files_are_read_whatever_the_case_of_their_suffix(tmp_path):
+    """A folder's ``EXPORT.CSV`` (as old Windows tools name it) beside ``b.csv`` was left out without a word: the
+    folder was read as CSV by its suffix, any case, but the reader listed ``*.csv`` alone; a folder of ``EXPORT.CSV``
+    alone was "holds no .csv files", and ``OLD.CSV.GZ`` was not read as gzip."""
+    for name in ("records", "alone"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "records" / "EXPORT.CSV").write_text("_id,text\nu1,Kea are alpine parrots.\n")
+    (tmp_path / "records" / "b.csv").write_text("_id,text\nu2,Huia were wattlebirds.\n")
+    (tmp_path / "records" / "OLD.CSV.GZ").write_bytes(gzip.compress(b"_id,text\nz1,Tui sing at dawn.\n"))
+    (tmp_path / "alone" / "DATA.JSONL").write_text('{"_id": "j1", "text": "Moa were flightless."}\n')
+    for name, ids in (("records", ["u1", "u2", "z1"]), ("alone", ["j1"])):
+        done = ingest(str(tmp_path / name), tmp_path / f"idx-{name}", settings=BM25_ONLY, executor="local",
+                      chunk=False, progress=False)
+        assert sorted(Index.open(done.index).columns(["doc_id"])[1].column("doc_id").to_pylist()) == ids
