@@ -60,6 +60,13 @@ QUOTES_AS_TEXT = ("; if the file's quotes are text, not quoting (as in many TSV 
                   "(a spec's read step, given as --spec)")
 
 
+#: Why a file whose lines end with a carriage return alone cannot be read: its header row was "not valid CSV
+#: (new-line character seen in unquoted field ...)", with advice on quotes that did not apply.
+CR_LINES = ("its lines end with a carriage return alone (as classic Mac OS wrote them: Excel's 'CSV (Macintosh)'), "
+            "and CSV is read line by line: convert them to newlines (tr '\\r' '\\n' < FILE > NEW_FILE) and ingest "
+            "that")
+
+
 @dataclass(frozen=True)
 class CsvFormat:
     """How a file is parsed: delimiter, quote character, and the columns read as text whatever they hold."""
@@ -162,8 +169,12 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
     encoding once and keeps how it read it (``encoding.read_as``)."""
     parser = _Parser(fmt, fix_types=only is None)
     try:
-        if fmt.encoding is None and (why := line_reader_refuses(file_head(path)[:1024])) is not None:
+        head = file_head(path)
+        if fmt.encoding is None and (why := line_reader_refuses(head[:1024])) is not None:
             yield BadRow(path, None, b"", why)  # every line would be a bad row, and the header a column of NULs
+            return
+        if b"\r" in head and b"\n" not in head:  # the file was one "line", refused as a header that is not CSV
+            yield BadRow(path, None, b"", CR_LINES)
             return
         for rec in _records(path, fmt, op):
             if parser.header is None:

@@ -162,3 +162,16 @@ def test_rows_read_again_together_keep_the_types_each_has_alone(tmp_path):
     got = op.read_rows_at(str(cut), [3900, 500, 3000, 2])
     assert {line: g.to_pylist() if isinstance(g, pa.Table) else g for line, g in got.items()} == {
         line: g.to_pylist() if isinstance(g, pa.Table) else g for line, g in alone.items()}
+
+
+def test_lines_ending_with_a_carriage_return_alone_are_named_as_such(sample_csv, tmp_path):
+    """Excel's 'CSV (Macintosh)' ends lines with a carriage return alone: the file was one "line", refused as a
+    header that is "not valid CSV (new-line character seen in unquoted field ...)" with advice on quotes that did not
+    apply. It says what the file is and how to convert it."""
+    mac = tmp_path / "mac.csv"
+    mac.write_bytes(sample_csv.read_bytes().replace(b"\r\n", b"\r").replace(b"\n", b"\r"))
+    with pytest.raises(SourceError) as err:
+        create("sources.csv", {"path": str(mac)})(pa.table({}))
+    assert err.value.message == (
+        f"{mac}: its lines end with a carriage return alone (as classic Mac OS wrote them: Excel's 'CSV (Macintosh)'), "
+        "and CSV is read line by line: convert them to newlines (tr '\\r' '\\n' < FILE > NEW_FILE) and ingest that")
