@@ -28,14 +28,13 @@ from operators.sources._documents import JsonNumber
 from operators.errors import SourceError, shown_name
 from operators.sources._common import (
     BOM,
-    JSON_ARRAY,
     DocumentMapper,
     DocumentParams,
     FileRange,
     first_record,
     iter_lines,
-    opens_array,
     record_problem,
+    whole_file_problem,
 )
 from operators.sources.csv_rows import LINE, BadRow
 from operators.sources.encoding import FileDecoder, NotLineText, line_decoder, undecodable
@@ -247,8 +246,8 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
                 raw = raw.removeprefix(BOM)  # any line's: files that each began with one, joined (``_common``)
                 if not raw.strip():
                     continue
-                if not began and opens_array(raw):  # a JSON array: one failure of the file, not one per line
-                    yield _file_failure(where, f"{where}: {JSON_ARRAY}")
+                if not began and (whole := whole_file_problem(raw)):  # a JSON array, objects over several lines:
+                    yield _file_failure(where, f"{where}: {whole}")  # one failure of the file, not one per line
                     break
                 began = True
                 record, error = _parse(raw, text_field, params.title_field, decode)

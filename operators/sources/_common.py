@@ -109,6 +109,23 @@ def opens_array(raw: bytes) -> bool:
     return raw.lstrip().startswith(b"[") and raw.lstrip()[1:].lstrip()[:1] in (b"{", b"", b"]")
 
 
+#: Why a JSONL file whose first line is ``{`` alone is not read: its objects are pretty-printed over several lines
+#: (``json.dumps(indent=2)``, ``jq``'s default), and each of its lines was a failure that did not say so.
+JSON_SPREAD = ("the file holds JSON objects written over several lines (pretty-printed): JSONL holds one object per "
+               "line (write it so, e.g. jq -c . FILE > NEW_FILE.jsonl)")
+
+
+def opens_spread_object(raw: bytes) -> bool:
+    """Whether a file's first non-blank line is ``{`` alone: an object that goes on over the next lines."""
+    return raw.strip() == b"{"
+
+
+def whole_file_problem(raw: bytes) -> str | None:
+    """Why a JSONL file whose first non-blank line is ``raw`` is not one object a line (``JSON_ARRAY``,
+    ``JSON_SPREAD``), or None."""
+    return JSON_ARRAY if opens_array(raw) else JSON_SPREAD if opens_spread_object(raw) else None
+
+
 #: How a flow's source step skips bad records instead (a command with an option of its own says that instead).
 SKIP_HINT = " (on_error='skip' skips such lines)"
 
@@ -181,7 +198,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
                 continue
             except json.JSONDecodeError as err:
                 first = offset in (0, -1) and index == 0
-                errors.bad(offset, index, JSON_ARRAY if first and opens_array(raw) else f"not valid JSON ({err})")
+                errors.bad(offset, index, (first and whole_file_problem(raw)) or f"not valid JSON ({err})")
                 continue
             if not isinstance(record, dict):
                 first = offset in (0, -1) and index == 0 and isinstance(record, list)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pytest
 
 from flows.ingestion import ingest
 from operators.store import Index
@@ -394,3 +395,26 @@ def test_jsonl_files_that_each_began_with_a_byte_order_mark_joined_into_one_are_
     report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
     assert (report.docs, report.failures) == (2, 0)
     assert Index.open(tmp_path / "idx").search_bm25(["civet"], k=1)[0].docnos == ["b"]
+
+
+def test_objects_pretty_printed_over_several_lines_are_a_failure_of_the_file_that_says_so(tmp_path):
+    """A ``.jsonl`` file of objects written with ``json.dumps(indent=2)`` (or ``jq``'s default): each of its lines was
+    a failure ('not valid JSON (Expecting property name ...)', 'Extra data'), 6 a document, none saying why; in a
+    flow's read step and ``tessera index add`` too."""
+    from flows.ingestion.ledger import Ledger
+    from operators.errors import SourceError
+    from operators.registry import create
+
+    docs = [{"_id": "a", "title": "Hyenas", "text": "Spotted hyenas live in clans."},
+            {"_id": "b", "title": "Civets", "text": "Civets are nocturnal."}]
+    path = tmp_path / "pretty.jsonl"
+    path.write_text("\n".join(json.dumps(d, indent=2) for d in docs) + "\n")
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (0, 1)
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert failure.error == (f"{path}: the file holds JSON objects written over several lines (pretty-printed): JSONL "
+                             "holds one object per line (write it so, e.g. jq -c . FILE > NEW_FILE.jsonl)")
+    with pytest.raises(SourceError, match="line 1: the file holds JSON objects written over several lines"):
+        create("sources.jsonl", {"path": str(path)})(pa.table({}))
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))  # one a line: read
+    assert ingest(path, tmp_path / "idx2", settings=BM25_ONLY, executor="local", chunk=False, progress=False).docs == 2
