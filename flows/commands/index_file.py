@@ -13,21 +13,31 @@ from flows.commands._support import CliError, rewritten_logs
 
 def check_readable(file: str, encoding: str | None = None) -> None:
     """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``); a folder or nothing is refused
-    naming which it is, and an ``--encoding`` Python does not know or that does not write a newline as one byte."""
+    naming which it is, and an ``--encoding`` Python does not know or that does not write a newline as one byte; so
+    is a file this user may not read, or that lies in a folder it may not enter."""
+    import os
     from pathlib import Path
 
     from operators.errors import SourceError
     from operators.sources.encoding import check_encoding
+    from operators.sources.paths import denied
 
     try:
         check_encoding(encoding, lines=True)
     except SourceError as err:
         raise CliError(err.message, field="--encoding") from None
+    if file != "-" and not os.path.isdir(file) and (why := denied(file)) is not None:  # an internal PermissionError
+        raise CliError(f"cannot read {file}: {why}; nothing was written", field="FILE")
     if file != "-" and Path(file).is_dir():
         raise CliError(f"{file} is a folder; FILE is one JSON Lines file of documents (to add a folder's files, "
                        f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
     if file != "-" and not Path(file).exists():
         raise CliError(f"no such file: {file}", field="FILE")
+    if file != "-" and Path(file).is_file():  # not a pipe: opening one would wait for its writer
+        try:
+            open(file, "rb").close()
+        except OSError as err:  # it said "step 'index', operator 'sources.jsonl': PermissionError: [Errno 13] ..."
+            raise CliError(f"cannot read {file}: {err.strerror or err}; nothing was written", field="FILE") from None
     if (kind := _other_format(file)) is not None:  # read as JSON lines, a Parquet file was "not UTF-8: give --encoding"
         raise CliError(f"{file} is a {kind} file; FILE is one JSON Lines file of documents (to add a {kind} file's "
                        f"documents, ingest it: tessera ingest --source {file} --index ...)", field="FILE")

@@ -106,3 +106,22 @@ def test_files_this_user_may_not_read_are_failures_that_say_so_and_a_retry_takes
     assert retried.returncode == 0, retried.stderr
     assert sorted(Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()) == [
         "bees.md", "report-p1", "secret.txt"]
+
+
+def test_index_add_of_a_file_this_user_may_not_read_names_it_in_one_line(tmp_path, closed):
+    """``tessera index add IDX FILE`` of a file it may not read said "step 'index', operator 'sources.jsonl':
+    PermissionError: [Errno 13] ...", a step no user of the command named; one in a folder it may not enter was
+    ``tessera: internal error: PermissionError``."""
+    locked = tmp_path / "open" / "locked.jsonl"
+    locked.write_text('{"_id": "a", "text": "Owls hunt at night."}\n', encoding="utf-8")
+    locked.chmod(0)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home")}
+    index = tmp_path / "idx"
+    for file, why in ((locked, "Permission denied"),
+                      (closed / "notes.jsonl", f"this user may not enter the folder {closed} (permission denied)")):
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "flows", "index", "add", str(index), str(file),
+                               "--no-dense"], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (f"tessera: error: field 'FILE': cannot read {file}: {why}; nothing was "
+                                       "written"), done.stderr
+        assert not index.exists()
