@@ -30,21 +30,10 @@ def denied(pattern: str) -> str | None:
     """Why this user cannot reach ``pattern``'s files, or None: a folder on its fixed part (a path's, a glob's before
     its first wildcard) that it may not enter, or that folder itself (a glob's, a folder source's) that it may not
     list. Such a source read as "no such file or folder", "no file matches it", or an internal PermissionError."""
+    from operators.path_access import unreachable
+
     stem, rest = glob_stem(pattern)
-    target = stem if rest else Path(os.path.expanduser(pattern))
-    for path in (*reversed(target.parents), target):
-        try:
-            os.stat(path)
-        except PermissionError:  # its folder may be listed, but not entered
-            return f"this user may not enter the folder {path.parent} (permission denied)"
-        except OSError:  # not there: the caller's refusal says so
-            return None
-    if target.is_dir():
-        try:
-            os.listdir(target)
-        except PermissionError:
-            return f"this user may not list the folder {target} (permission denied)"
-    return None
+    return unreachable(stem if rest else pattern)
 
 
 def path_root(pattern: str) -> Path:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
+from operators.path_access import unreachable
 from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError, \
     UnfinishedFirstIngestError
 from operators.store.lock_wait import notice_if_waiting
@@ -98,7 +99,9 @@ def check_new_index_path(path: Path) -> None:
     """Refuse to write an index at ``path`` (before anything is read or embedded) where that would fail or harm:
     a file, or under one; the folder ``tessera bench`` builds its indices in (the name ``auto``); a folder whose
     manifest is lost but whose shards are there: a new manifest would make them folders no commit records, which
-    a compaction deletes an hour later."""
+    a compaction deletes an hour later; a path this user may not reach (it was an internal PermissionError)."""
+    if (why := unreachable(path)) is not None:
+        raise IndexStoreError(f"cannot make or add to an index at {path}: {why}")
     if (why := not_a_folder(path)) is not None:
         raise IndexStoreError(why)
     bench = tessera_home() / "indices" / BENCH_FOLDER
@@ -221,6 +224,10 @@ def read_manifest(path: Path) -> Manifest:
     ``upgrade.upgraded``; the next write writes it so). A later format is refused: this release would drop what
     it records. A folder with shards but no manifest is a ``ManifestLostError`` that says so (``lost_manifest``)."""
     file = path / MANIFEST
+    try:
+        file.is_file()
+    except PermissionError:  # a folder this user may not enter on the way: said, not an internal error
+        raise IndexStoreError(f"cannot open the index at {path}: {unreachable(path) or 'permission denied'}") from None
     if path.is_file():  # a corpus file given as the index, most likely, or the manifest itself
         raise IndexNotFoundError(not_a_folder(path))
     if not file.is_file():

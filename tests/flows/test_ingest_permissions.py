@@ -125,3 +125,22 @@ def test_index_add_of_a_file_this_user_may_not_read_names_it_in_one_line(tmp_pat
         assert done.stderr.strip() == (f"tessera: error: field 'FILE': cannot read {file}: {why}; nothing was "
                                        "written"), done.stderr
         assert not index.exists()
+
+
+def test_an_index_in_a_folder_this_user_may_not_enter_is_one_line_naming_it(tmp_path, closed):
+    """``--index`` (or ``tessera index info``'s NAME_OR_PATH) in a folder this user may not enter, or one it may not
+    list, was ``tessera: internal error: PermissionError: [Errno 13] ... manifest.json``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home")}
+    enter = f"this user may not enter the folder {closed} (permission denied)"
+    for args, said in (
+            (["ingest", "--source", str(tmp_path / "open"), "--index", str(closed / "idx"), "--no-dense"],
+             f"field '--index': cannot make or add to an index at {closed / 'idx'}: {enter}"),
+            (["ingest", "--source", str(tmp_path / "open"), "--index", str(closed), "--no-dense"],
+             f"field '--index': cannot make or add to an index at {closed}: this user may not list the folder "
+             f"{closed} (permission denied)"),
+            (["index", "info", str(closed / "idx")],
+             f"field 'NAME_OR_PATH': cannot open the index at {closed / 'idx'}: {enter}")):
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "flows", *args], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"tessera: error: {said}", done.stderr
