@@ -28,6 +28,7 @@ from flows.ingestion.reading import iter_documents
 from flows.ingestion.staged_files import READ_ONLY_PARAMS, keyed_as, source_params, staging_dir
 from flows.ingestion.staging import STAGING_DIR, STATE_FILE
 from operators.base import Source
+from operators.sources._documents import QuietNotes
 from operators.tables import concat
 
 #: Params that say where the source is, not what it reads.
@@ -119,7 +120,7 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
     """The digest of the source's first ``shard_size`` documents (its files read in ``order``), as staging
     computes it for shard 0."""
     tables, rows = [], 0
-    for item in iter_documents(op, order=order, notes={}):  # read to compare: its files' warnings are staging's
+    for item in iter_documents(op, order=order, notes=QuietNotes()):  # read to compare: its warnings are staging's
         if isinstance(item, Failure) or item.num_rows == 0:
             continue
         tables.append(item.select([c for c in ("docno", "text") if c in item.column_names]))  # what the digest reads

@@ -97,6 +97,12 @@ def text_values(values: list[Any]) -> pa.Array:
                      for v in values], pa.string())
 
 
+class QuietNotes(dict):
+    """The ``Source.held_notes`` of a read only to compare a source's first documents with the index's (a source
+    found at another path: ``flows.ingestion.moved``): the warnings its records give are staging's to say, and a
+    second CSV or Parquet source said "skipped N document(s) with an empty text" twice."""
+
+
 class DocumentMapper:
     """Applies ``DocumentParams`` to records or tables, giving ``docno, title, text, <metadata>``."""
 
@@ -161,7 +167,10 @@ class DocumentMapper:
         return str(getattr(params, "path", None) or getattr(params, "folder", None) or getattr(self.op, "name", "?"))
 
     def _skip_empty(self, n: int, where: str) -> None:
-        """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``)."""
+        """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``); not in
+        a read only to compare (``QuietNotes``), which staging reads again and says."""
+        if isinstance(getattr(self.op, "held_notes", None), QuietNotes):
+            return
         logger.warning("%s [%s]: skipped %d document(s) with an empty text in %s", getattr(self.op, "name", "?"),
                        getattr(self.op, "step_id", "?"), n, where)
         if hasattr(self.op, "record_usage"):

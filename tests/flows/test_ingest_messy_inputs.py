@@ -418,3 +418,20 @@ def test_objects_pretty_printed_over_several_lines_are_a_failure_of_the_file_tha
         create("sources.jsonl", {"path": str(path)})(pa.table({}))
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))  # one a line: read
     assert ingest(path, tmp_path / "idx2", settings=BM25_ONLY, executor="local", chunk=False, progress=False).docs == 2
+
+
+def test_rows_without_text_of_a_second_source_are_said_once(tmp_path, caplog):
+    """A second CSV (or Parquet, or documents given to ``Index.add``) source of an index is read once to compare it
+    with the first (was it moved?), then staged: "skipped 1 document(s) with an empty text" was said twice."""
+    import logging
+
+    (tmp_path / "a.csv").write_text("_id,text\na1,Aardvarks dig burrows.\n")
+    (tmp_path / "b.csv").write_text("_id,text\nb1,Badgers dig setts.\nb2,\n")
+    ingest(tmp_path / "a.csv", tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    caplog.clear()
+    caplog.set_level(logging.WARNING)
+    report = ingest(tmp_path / "b.csv", tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False,
+                    progress=False)
+    assert report.docs == 1
+    said = [m for m in caplog.messages if "with an empty text" in m]
+    assert said == [f"sources.csv [read]: skipped 1 document(s) with an empty text in {tmp_path / 'b.csv'}"], said
