@@ -276,8 +276,8 @@ class Flow:
                 for field, why in op.missing_files().items()]
 
     def check_columns(self, input_columns: Collection[str] | None) -> None:
-        """Refuse, before anything runs, a needed step whose required input columns (``requires()``) no step above
-        it can bring, given the flow input's columns (None: any). An executor calls it with its input's columns;
+        """Refuse, before anything runs, a needed step whose required input columns (``required_columns()``) no step
+        above it can bring, given the flow input's columns (None: any). An executor calls it with its input's columns;
         ``FlowSpec.build()`` with None. The error names the step and the param that named the column."""
         if isinstance(input_columns, (str, bytes)):  # "qid" was read as the columns q, i and d
             raise SpecError(f"input_columns is a collection of column names, not the text {input_columns!r}: "

@@ -161,11 +161,11 @@ def check_declarations(order: list[str], operators: dict[str, Any]) -> None:
     """Refuse a step whose operator declares its columns in a shape the engine cannot read, naming the step and
     the operator (a plugin's code, so an ``OperatorError``): ``produces()`` other than ``{column: role}`` with
     the roles of ``operators.declarations.Role`` (a list of columns failed below with a bare AttributeError naming no
-    step), ``reads()``/``requires()`` other than a list of column names (the text ``"text"`` was read as the
-    columns t, e, x, t), or one of them raising."""
+    step), ``reads()``/``requires()``/``required_columns()`` other than a list of column names (the text ``"text"``
+    was read as the columns t, e, x, t), or one of them raising."""
     for step in order:
         op = operators[step]
-        for method in ("produces", "reads", "requires"):
+        for method in ("produces", "reads", "requires", "required_columns"):
             try:
                 declared = getattr(op, method)()
             except TesseraError:
@@ -289,7 +289,7 @@ def brought_columns(op: Any) -> set[str] | None:
 
 def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operators: dict[str, Any],
                     needed: Iterable[str], input_columns: Collection[str] | None) -> list[SpecError]:
-    """The required columns (``requires()``) no step above can bring, one error per step, for the ``needed``
+    """The required columns (``required_columns()``) no step above can bring, one error per step, for the ``needed``
     steps; ``input_columns`` None: the flow input may hold any column."""
     available: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its output may hold, open)
     reaching: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its input may hold, open)
@@ -310,7 +310,7 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
         columns, is_open = reaching[step]
         if op.scope == "source" or is_open:
             continue
-        missing = [c for c in op.requires() if c not in columns]
+        missing = [c for c in op.required_columns() if c not in columns]
         if missing:
             field = _param_naming(op, missing[0])
             errors.append(SpecError(
@@ -321,9 +321,10 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
 
 
 def _param_naming(op: Any, column: str, otherwise: str = "inputs") -> str:
-    """The param whose value is ``column`` (``params.text_column``), else ``otherwise``."""
+    """The param whose value is ``column`` (``params.text_column``) or names it (a filter's), else ``otherwise``."""
     for name, value in dict(op.params).items():
-        if value == column or (isinstance(value, (list, tuple)) and column in value):
+        if value == column or (isinstance(value, (list, tuple)) and column in value) or (
+                callable(getattr(value, "columns", None)) and column in value.columns()):
             return f"params.{name}"
     return otherwise
 

@@ -30,6 +30,12 @@ class StepDeclarations:
         """Input columns that must be present (checked before ``transform``)."""
         return list(self.reads() or [])
 
+    def required_columns(self) -> list[str]:
+        """Input columns a flow is refused for, before any step runs, when no step above it can bring them
+        (``flows.spec_checks.missing_columns``): ``requires()``, and those a step checks itself as it runs, with an
+        error of its own (``postprocess.filter``'s columns: the filter's error says which name is close)."""
+        return self.requires()
+
     def unset_params(self) -> dict[str, str]:
         """Params the spec may leave for whoever runs it to fill in (``tessera bench`` sets a benchmark's dataset)
         but that must be set before it runs: ``{"params.NAME": what it is}``. Checked before a served flow runs."""

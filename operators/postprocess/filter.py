@@ -38,6 +38,9 @@ class ResultFilter(Operator):
     def requires(self) -> list[str]:
         return []  # a missing filter column is a FilterError that names the filter field
 
+    def required_columns(self) -> list[str]:
+        return sorted(self.params.filter.columns())  # a flow that cannot bring them is refused before it runs
+
     def transform(self, table: pa.Table) -> pa.Table:
         out = filter_table(table, self.params.filter, step=self.step_id, op=self.name)
         if "qid" not in out.column_names or self.params.rank_column not in out.column_names:

@@ -54,8 +54,10 @@ def test_a_good_filter_runs(service):
      "integer type holds"),
     (bm25({"field": "year", "in": [2024, -10 ** 30]}, filter_mode="post"), "does not fit column 'year' of type "
      "int64 (an integer; beyond what any Arrow integer type holds"),
+    # a column neither the index nor a step above has: refused before BM25 runs (tests/flows/test_column_params.py)
     ({"b": {"op": "retrieve.bm25", "params": {"k": 5}},
-      "f": {"op": "postprocess.filter", "params": {"filter": {"field": "nope", "eq": 1}}}}, "['nope'] not found"),
+      "f": {"op": "postprocess.filter", "params": {"filter": {"field": "nope", "eq": 1}}}},
+     "needs input column(s) nope, which no step above it writes"),
     # a number for a column of text: it would compare as text ('10' before '9'), in every mode
     (bm25({"field": "title", "gt": 5}), "filter {field: title, gt: 5}: value 5 does not fit column 'title' of type "
      "string (an integer; the column holds text, compared character by character, not as numbers"),
