@@ -287,6 +287,15 @@ class Flow:
         if errors:
             raise errors[0] if self.spec._origin is None else self.spec._origin.locate(errors[0])
 
+    def check_filters(self) -> None:
+        """Refuse, before anything runs, a needed retriever whose ``filter`` names a column its index does not hold
+        (``spec_checks.filters_outside_index``). The executors ask it before the first step; building or saving a
+        flow does not: a flow saved for its index's columns may search another index than the one known then."""
+        errors = [error for step in self.needed_steps()
+                  for error in spec_checks.filters_outside_index(step, self.operators[step])]
+        if errors:
+            raise errors[0] if self.spec._origin is None else self.spec._origin.locate(errors[0])
+
     def ranks(self) -> bool:
         """Whether the output is a ranking: a needed step writes a ``rank`` column."""
         return "rank" in self.roles().values()

@@ -18,6 +18,8 @@ import logging
 import re
 from typing import Any, Collection, Iterable, Mapping, get_args
 
+import pyarrow as pa
+
 from operators.declarations import Role
 from operators.errors import OperatorError, SpecError, TesseraError, short_repr
 
@@ -317,6 +319,23 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
                 f"needs input column(s) {', '.join(missing)}, which no step above it writes and its input cannot hold "
                 f"(it may hold: {', '.join(sorted(columns))})", step=step, op=op.name,
                 field=f"steps.{step}.{field}"))
+    return errors
+
+
+def filters_outside_index(step: str, op: Any) -> list[SpecError]:
+    """A retriever's ``filter`` (and those of the retrievers a step runs inside itself) naming columns its index does
+    not hold, as its manifest lists them (not asked where the index is unset or cannot be read), in the words the
+    search would fail with once the steps in front of it (a language model's rewrite of the query) had run."""
+    errors = []
+    for where, nested in op.walk(f"steps.{step}"):
+        flt = getattr(getattr(nested, "params", None), "filter", None)
+        if not callable(getattr(flt, "to_expression", None)) or (held := index_columns(nested)) is None \
+                or flt.columns() <= held:
+            continue
+        try:  # a column missing is said before any condition is compiled for the (unknown) column types
+            flt.to_expression(pa.schema([(name, pa.null()) for name in sorted(held)]))
+        except SpecError as err:  # the search's FilterError
+            errors.append(SpecError(err.message, step=step, op=nested.name, field=f"{where}.params.filter"))
     return errors
 
 

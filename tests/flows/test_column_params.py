@@ -40,7 +40,8 @@ OPTIONAL = {
     ("preprocess.dedup", "text_column"),  # read with key: content only, which requires it
     ("query.contextualize", "messages_column"), ("retrieve.messages", "messages_column"),
 }
-#: Fields of the store a retriever searches, which the step brings itself: no step above writes them.
+#: Fields of the store a retriever searches, which the step brings itself: no step above writes them (a retriever's
+#: filter is checked against its index's columns when the run starts, ``Flow.check_filters``, tested below).
 STORE = {("retrieve.chroma", "title_field"), ("retrieve.chroma", "text_field"), ("retrieve.qdrant", "title_field"),
          ("retrieve.qdrant", "text_field"), ("retrieve.qdrant", "docno_field"), ("retrieve.bm25", "filter"),
          ("retrieve.dense", "filter")}
@@ -108,7 +109,7 @@ def test_a_filter_on_a_column_no_step_writes_is_refused_before_the_retrieval_and
         raise AssertionError(f"{self.name} ran before the flow's columns were checked")
 
     monkeypatch.setattr(BM25Retriever, "transform", ran)
-    monkeypatch.setattr(LLMStep, "transform", ran)  # no summary asked of a model
+    monkeypatch.setattr(LLMStep, "ask", ran)  # no summary asked of a model
     flow = Flow.load({"name": "summaries", "steps": {
         "bm25": {"op": "retrieve.bm25", "params": {"k": 3}},
         "sum": {"op": "summarize.documents"},
@@ -127,3 +128,30 @@ def test_a_filter_on_a_column_no_step_writes_is_refused_before_the_retrieval_and
                 bm25_index).build().check_columns(["qid", "query"])
     FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"}, "keep": {"op": "postprocess.filter", "params": {
         "filter": {"field": "year", "gte": 2000}}}}}).build().check_columns(["qid", "query"])
+
+
+def test_a_retrievers_filter_on_a_column_its_index_lacks_is_refused_before_the_query_is_rewritten(bm25_index,
+                                                                                                 monkeypatch):
+    """``yeer`` in BM25's filter, behind ``query.keywords``: the language model wrote every query's keywords, then
+    the search failed on the filter. Now the run is refused first, in the search's words (the close name too); the
+    flow still builds and saves (it may be meant for another index), and a filter on a column the index holds runs."""
+    from flows.api import Flow
+    from operators.llm.step import LLMStep
+
+    def ran(self, table):
+        raise AssertionError(f"{self.name} asked its model before the filter was checked")
+
+    monkeypatch.setattr(LLMStep, "ask", ran)
+
+    def flow(column: str) -> Flow:
+        return Flow.load({"name": "keywords", "steps": {
+            "kw": {"op": "query.keywords"},
+            "bm25": {"op": "retrieve.bm25", "params": {"k": 3, "filter": {"field": column, "ne": ""}}}}},
+            index=str(bm25_index))
+
+    with pytest.raises(SpecError) as err:
+        flow("titel").run(["honey bees"])
+    assert (err.value.step, err.value.field) == ("bm25", "steps.bm25.params.filter")
+    assert err.value.message.startswith("filter column(s) ['titel'] not found ('titel': did you mean 'title'?); "
+                                        "available columns: ['chunk_index', 'doc_id', 'docno', 'text', 'title'")
+    flow("title").built.check_filters()
