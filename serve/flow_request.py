@@ -155,8 +155,23 @@ def refuse_missing_columns(flow: Any, queries: list[dict[str, Any]]) -> None:
     with these words once it ran, where ``/v1/search`` refuses the same flow. Chats add columns of their own (the
     conversation, a task's rows) and are checked when they run."""
     columns = sorted({name for query in queries for name in query}) or ["qid", "query"]
-    try:
+    with _not_runnable():
         flow.check_columns(columns)
+
+
+def refuse_filters_outside_index(flow: Any) -> None:
+    """A 422 naming the first needed retriever whose ``filter`` names a column its index does not hold, before a task
+    is queued: the task failed at its start, where ``/v1/search`` refuses the same flow (``Flow.check_filters``; not
+    asked when a flow is saved, since it may be meant for an index made later)."""
+    with _not_runnable():
+        flow.check_filters()
+
+
+@contextlib.contextmanager
+def _not_runnable() -> Iterator[None]:
+    """A spec check's refusal as the request's 422 ``flow_not_runnable``, naming its field."""
+    try:
+        yield
     except SpecError as err:
         raise ApiError(422, public_text(err), param=err.field or "flow", code="flow_not_runnable") from None
 

@@ -30,8 +30,8 @@ from serve import auth, taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
-                                refuse_missing_columns, refuse_missing_files, refuse_reading_documents,
-                                validation_error)
+                                refuse_filters_outside_index, refuse_missing_columns, refuse_missing_files,
+                                refuse_reading_documents, validation_error)
 from serve.flow_resolution import FlowResolution
 from serve.index_owner import adding_refused, restore_rows
 from serve.index_roots import default_data_roots, default_roots
@@ -241,6 +241,7 @@ class Service(FlowResolution):
         with named_as_sent(body):
             prepared = await asyncio.to_thread(self.prepare, body, tenant)
             refuse_missing_columns(prepared.flow, prepared.queries)  # a 422 now, as /v1/search's, not a failed task
+            await asyncio.to_thread(refuse_filters_outside_index, prepared.flow)  # (reads the indices' manifests)
         try:
             with self.spares.lend() as lent:
                 task_id = await asyncio.to_thread(

@@ -128,3 +128,16 @@ def test_a_filter_the_author_got_wrong_is_a_422_saying_what_to_write(service, fl
     with pytest.raises(SpecError) as err:
         searched(bm25(flt))
     assert err.value.field.startswith("steps.b.params.filter") and says in err.value.message, err.value.message
+
+
+def test_a_task_whose_filter_its_index_lacks_is_refused_before_it_is_queued(service):
+    """``/task/enqueue`` took it (202) and the task failed at its start, where ``/v1/search`` refuses the same flow."""
+    import asyncio
+
+    body = {"flow": {"steps": bm25({"field": "titel", "eq": 1})}, "query": "honey", "index": "news"}
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(service.enqueue(body, "local"))
+    assert (refused.value.status, refused.value.code, refused.value.param) == (
+        422, "flow_not_runnable", "steps.b.params.filter")
+    assert "['titel'] not found" in refused.value.message
+    assert service.store.list_tasks("local") == []  # nothing queued
