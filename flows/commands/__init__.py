@@ -97,18 +97,31 @@ class _Parser(argparse.ArgumentParser):
         is close to."""
         from operators.errors import close_names, did_you_mean
 
-        given = next((e.split("=", 1)[0] for e in extras if e.startswith("--")), None)
+        # an unknown short option is an option too: its value is no loose query (`tessera run bm25 -k 5` said "did
+        # you mean --queries 5?")
+        given = next((e.split("=", 1)[0] for e in extras if e.startswith("-") and not _number(e)), None)
         if given is None:
             loose = [e for e in extras if not e.startswith("-")]
             return f" (did you mean {self.loose_values} {shlex.join([' '.join(loose)])}?)" if \
                 self.loose_values and loose else ""
         if given in self.missing_options:
             return f" ({self.missing_options[given]})"
+        if not given.startswith("--"):
+            return ""
         known = [option for option in self._option_string_actions if option.startswith("--")]
         # compared without the dashes every option has: '--model' came out close to '--help' by them
         close = [option for option in known if option.startswith(given)] or \
             [f"--{name}" for name in close_names(given[2:], [option[2:] for option in known])]
         return f" ({did_you_mean(close)})" if close else ""
+
+
+def _number(value: str) -> bool:
+    """Whether ``value`` is a number (``-1``, a value), not an option."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
     c_explain.add_argument("flow", metavar="FLOW", help="spec file, built-in or saved flow name")
     c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
-    c_explain.add_argument("--index", metavar="NAME_OR_PATH",
+    c_explain.add_argument("--index", "-i", metavar="NAME_OR_PATH",
                            help="the index the flow ran with (tessera run --index): it is part of the step keys")
     add_set_argument(c_explain)  # a run's --set changes its steps' keys: explain that run
     add_cache_dir_argument(c_explain)

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("flow", metavar="FLOW", nargs="?", default="rag",
                         help="a flow with a generate.answer step: built-in (rag, rag_multihop), saved, or a spec "
                         "file (default: rag)")
-    parser.add_argument("--index", metavar="NAME_OR_PATH",
+    parser.add_argument("--index", "-i", metavar="NAME_OR_PATH",
                         help=f"index for the retrieval steps that leave params.index unset (default: {DEMO_INDEX}, "
                         "when it is there: make demo's in a clone)")
     parser.add_argument("--model", metavar="ALIAS",

@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     steps = "tessera flows show FLOW lists its steps"
     parser.missing_options = {
         **dict.fromkeys(("--model", "--llm"), f"a step's model is one of its params: --set STEP.model=NAME; {steps}"),
-        **dict.fromkeys(("--k", "--top-k", "--topk"), "--top N shows N rows a query, and a step's k is one of its "
-                        f"params: --set STEP.k=N; {steps}")}
+        **dict.fromkeys(("--k", "-k", "--top-k", "--topk"), "--top N shows N rows a query, and a step's k is one of "
+                        f"its params: --set STEP.k=N; {steps}")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         "source (sources.jsonl: it reads no queries)")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
                         help=f"where steps run (default: {default_executor})")
-    parser.add_argument("--index", metavar="NAME_OR_PATH",
+    parser.add_argument("--index", "-i", metavar="NAME_OR_PATH",  # -i as in tessera ingest
                         help="index for the retrieval steps that leave params.index unset "
                         "(a path, or a name under $TESSERA_HOME/indices)")
     parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv), "

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--host", help="interface to listen on (default: the config's, 127.0.0.1); any other than "
                         "loopback needs API keys (args.service.api_keys or $TESSERA_API_KEYS)")
     parser.add_argument("--port", type=port_number, help="port, 1-65535 (default: the config's, 8000)")
-    parser.add_argument("--index", metavar="NAME_OR_PATH", help="index for the retrieval steps that name none")
+    parser.add_argument("--index", "-i", metavar="NAME_OR_PATH", help="index for the retrieval steps that name none")
     parser.add_argument("--address", help="Ray cluster to run on (default: as `serve run`; 'local' starts one)")
     parser.add_argument("--grace-period", type=grace_seconds, default=DEFAULT_GRACE_PERIOD_S, metavar="SECONDS",
                         help="on SIGTERM or Ctrl-C, how long the requests in flight may take to finish before Serve "

@@ -46,6 +46,10 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
     (["run", "bm25", "-q", "x", "--quite"], "tessera run: error: unrecognized arguments: --quite (did you mean "
      "'--quiet'?)"),
     (["run", "bm25", "-q", "x", "--mode", "m"], "tessera run: error: unrecognized arguments: --mode m"),
+    # an unknown short option's value is not a query: it said "did you mean --queries 5?"
+    (["run", "bm25", "-q", "x", "-x", "5"], "tessera run: error: unrecognized arguments: -x 5"),
+    (["run", "bm25", "-q", "x", "-k", "5"], "tessera run: error: unrecognized arguments: -k 5 (--top N shows N rows "
+     "a query, and a step's k is one of its params: --set STEP.k=N; tessera flows show FLOW lists its steps)"),
     # an option a user reaches for that the command has not: where that setting is
     (["run", "rag", "-q", "x", "--model", "gemma2"], "tessera run: error: unrecognized arguments: --model gemma2 (a "
      "step's model is one of its params: --set STEP.model=NAME; tessera flows show FLOW lists its steps)"),
@@ -158,3 +162,17 @@ def test_ingest_help_names_every_suffix_it_reads(capsys):
                source.replace("(", " ").replace(")", " ")]
     assert missing == [], source
     assert "'DIR/**/*' reads its subfolders too" in source, source
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "bm25", "-q", "x", "-i", "sample"],
+    ["chat", "-i", "sample"],
+    ["cache", "explain", "bm25", "-i", "sample"],
+    ["serve", "-i", "sample"],
+])
+def test_index_is_i_wherever_ingest_takes_it_as_i(argv):
+    """``tessera ingest -i sample``, then ``tessera run bm25 -i sample -q x``: ``-i`` was unknown to run, and the
+    error said "did you mean --queries sample?", the index taken for a query."""
+    from flows.commands import build_parser
+
+    assert build_parser().parse_args(argv).index == "sample"
