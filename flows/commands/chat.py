@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--model", metavar="ALIAS",
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
+    parser.missing_options = dict.fromkeys(
+        ("--queries", "-q", "--question", "--query"), "chat reads its questions from standard input, one a line: "
+        "echo QUESTION | tessera chat --json; tessera run rag -q QUESTION answers one too")
     add_set_argument(parser)
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     add_cache_dir_argument(parser)

@@ -92,6 +92,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     compact.set_defaults(handler=_cmd_compact)
     for edit in (add, update, delete, compact):
         edit.add_argument("--json", action="store_true", help="print what changed as JSON")
+    for action, parser in {"info": info, "documents": documents, "add": add, "update": update, "delete": delete,
+                           "compact": compact}.items():  # --index, as tessera run and ingest take it
+        parser.missing_options = {"--index": f"the index is this command's first argument, with no option: tessera "
+                                  f"index {action} NAME_OR_PATH ..."}
+    documents.missing_options["--top"] = "--limit N lists N documents"
     from flows.commands import index_list
 
     index_list.register(isub, common)

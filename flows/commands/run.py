@@ -34,7 +34,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.missing_options = {
         **dict.fromkeys(("--model", "--llm"), f"a step's model is one of its params: --set STEP.model=NAME; {steps}"),
         **dict.fromkeys(("--k", "-k", "--top-k", "--topk"), "--top N shows N rows a query, and a step's k is one of "
-                        f"its params: --set STEP.k=N; {steps}")}
+                        f"its params: --set STEP.k=N; {steps}"),
+        "--limit": "--top N shows N rows a query",
+        **dict.fromkeys(("--output", "--format"), "--json prints one JSON document; --out FILE writes the rows to "
+                        ".parquet, .jsonl or .csv, or a TREC run to .trec or .run, by its suffix")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

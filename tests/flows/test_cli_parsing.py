@@ -56,6 +56,20 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
     (["ingest", "--index", "mine", "--model", "m"], "tessera ingest: error: unrecognized arguments: --model m (the "
      "encoder and the chunking are set by the ingest spec: --spec ingest_static embeds with the static model, and a "
      "spec file of your own (a copy of flows/specs/ingest.yaml) sets any model, chunk size or overlap)"),
+    # another command's spelling of an option: this command's own (tessera index info --index sample was only
+    # "unrecognized arguments: --index", tessera run --output and chat -q said nothing more)
+    (["index", "info", "--index", "sample"], "tessera index info: error: unrecognized arguments: --index (the index "
+     "is this command's first argument, with no option: tessera index info NAME_OR_PATH ...)"),
+    (["index", "documents", "sample", "--top", "3"],
+     "tessera index documents: error: unrecognized arguments: --top 3 (--limit N lists N documents)"),
+    (["run", "bm25", "-q", "x", "--output", "r.trec"], "tessera run: error: unrecognized arguments: --output r.trec "
+     "(--json prints one JSON document; --out FILE writes the rows to .parquet, .jsonl or .csv, or a TREC run to "
+     ".trec or .run, by its suffix)"),
+    (["run", "bm25", "-q", "x", "--limit", "3"],
+     "tessera run: error: unrecognized arguments: --limit 3 (--top N shows N rows a query)"),
+    (["chat", "-q", "who composed Carmen?"], "tessera chat: error: unrecognized arguments: -q (chat reads its "
+     "questions from standard input, one a line: echo QUESTION | tessera chat --json; tessera run rag -q QUESTION "
+     "answers one too)"),
 ])
 def test_an_option_is_never_taken_for_a_longer_one_and_the_error_names_what_was_meant(capsys, tmp_path, monkeypatch,
                                                                                        argv, said):
