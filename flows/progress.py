@@ -8,6 +8,8 @@ run within a batch's time.
 from __future__ import annotations
 
 import datetime
+import os
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -46,6 +48,19 @@ def time_left(seconds: float, done: float, remaining: float) -> str:
     the words of every progress line off a terminal (``tessera run``'s steps, ``ingest``'s documents, ``train``'s
     steps)."""
     return f"about {datetime.timedelta(seconds=round(seconds * remaining / done))} left"
+
+
+def redraws(stream=None) -> bool:
+    """Whether progress on ``stream`` (stderr) may be a bar that redraws itself: a terminal that moves its cursor.
+    A file, a pipe or a dumb terminal (``TERM=dumb``: Emacs's shell, an editor's console) gets lines instead: rich
+    drew nothing there (``tessera run`` said nothing for the minutes of a RAG run), and tqdm's carriage returns piled
+    up. ``TERM`` is read as rich reads it."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
+    return terminal and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
 class CancelToken:

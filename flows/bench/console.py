@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 
+from flows.progress import redraws
 from operators.env_numbers import env_columns
 
 #: Off a terminal, a step still running prints how far it got at most this often (seconds).
@@ -17,7 +18,7 @@ class BenchReporter:
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.live = enabled and sys.stderr.isatty()
+        self.live = enabled and redraws()
         self._progress = None
         self._overall = None
         self._flow = None

@@ -10,7 +10,7 @@ import time
 
 from flows.commands._signals import stop_reason
 from flows.commands._support import console
-from flows.progress import time_left
+from flows.progress import redraws, time_left
 
 
 class cancel_on_interrupt:
@@ -57,7 +57,7 @@ class ProgressReporter:
     def __init__(self, *, enabled: bool, flow: str) -> None:
         self.enabled = enabled
         self.flow = flow
-        self.live = enabled and sys.stderr.isatty()
+        self.live = enabled and redraws()
         self.progress = None
         self.task = None
         self.step_task: tuple[str, int] | None = None  # (step, its bar's task id)

@@ -370,9 +370,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 def _merge_bar(*, enabled: bool) -> Iterator:
     """The shards merged so far, as a bar on stderr in ``tessera run``'s style (``_progress.stderr_bar``), gone once the
     compaction ends; none with ``--json`` or off a terminal (a log would fill with redraws): then no callback."""
-    import sys
+    from flows.progress import redraws
 
-    if not (enabled and sys.stderr.isatty()):
+    if not (enabled and redraws()):
         yield None
         return
     from flows.commands._progress import stderr_bar

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from flows.progress import time_left
+from flows.progress import redraws, time_left
 
 Stage = Literal["staging", "ingest", "retry"]
 #: Off a terminal, a shard still being embedded prints how far it got at most this often (seconds).
@@ -59,7 +59,7 @@ class ProgressTracker:
         self.docs_total = docs_total
         self.shard_docs = shard_docs or {}  # documents per shard: a shard embedded twice counts once
         self.show = bar
-        self.lines = bar and not sys.stderr.isatty()  # off a terminal: lines, no bar
+        self.lines = bar and not redraws()  # off a terminal (or on a dumb one): lines, no bar
         self.callback = callback
         self.docs = self.shards = self.failures = self.chunks = self.chunks_total = 0
         self._counted: dict[str, int] = {}

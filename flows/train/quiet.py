@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Iterator
+
+from flows.progress import redraws
 
 #: Libraries whose loggers write notes to the terminal while a model loads or trains: sentence-transformers'
 #: "Converting SentenceTransformer model ... to CrossEncoder" and transformers' "LOAD REPORT" of the new
@@ -18,7 +19,7 @@ def quiet_libraries(quiet: bool) -> Iterator[None]:
     "Loading weights", "Writing model shards") and log errors only, not their notes (``NOTING_LIBRARIES``);
     everything is as it was afterwards. Off a terminal (a file, a job's log) their bars are hidden too: a bar's
     redraws are no lines to read there (Tessera's own progress writes lines, ``step_bar``)."""
-    bars_only = not quiet and not sys.stderr.isatty()
+    bars_only = not quiet and not redraws()
     if not quiet and not bars_only:
         yield
         return

@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.progress import redraws
 from flows.train import checkpoints
 from flows.train.errors import TrainError
 
@@ -99,7 +99,7 @@ def _bar(module: Any, progress: bool) -> Iterator[None]:
     ``progress`` on a terminal (in a log, a bar is a line of redraws), by giving the module a tqdm that is disabled
     while it runs."""
     shown = getattr(module, "tqdm", None)
-    if (progress and sys.stderr.isatty()) or shown is None:
+    if (progress and redraws()) or shown is None:
         yield
         return
     module.tqdm = functools.partial(shown, disable=True)

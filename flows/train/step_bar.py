@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from flows.progress import time_left
+from flows.progress import redraws, time_left
 
 #: Off a terminal, the seconds between two progress lines.
 LINE_SECONDS = 30.0
@@ -55,7 +55,7 @@ class _StepLines:
 
 def step_bar(total: int, desc: str, progress: bool):
     """A bar of ``total`` steps (``progress`` False: none shown)."""
-    if progress and not sys.stderr.isatty():
+    if progress and not redraws():
         return _StepLines(total, desc)
     from tqdm.auto import tqdm
 

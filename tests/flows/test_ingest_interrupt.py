@@ -89,6 +89,7 @@ def test_the_bar_counts_a_committed_shards_documents_before_it_shows_the_shard(m
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("TERM", "xterm")  # a terminal that redraws (a dumb one gets lines: flows.progress.redraws)
     with ProgressTracker("ingest", docs_total=10, shard_docs={"a": 4, "b": 6}) as tracker:
         tracker.committed("a", 4, 0)
     frames = [frame for frame in terminal.getvalue().split("\r") if "shards=1/2" in frame]
