@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     add_cache_dir_argument(parser)
     parser.add_argument("--json", action="store_true", help="for scripts: one JSON line per answer on stdout "
-                        "(question, answer, sources, references, searched for), not streamed; notes on stderr")
+                        "(question, answer, sources, references, searched for; a line not asked says why), not "
+                        "streamed; notes on stderr")
     parser.set_defaults(handler=handle)
 
 
@@ -114,17 +115,10 @@ def handle(args: argparse.Namespace) -> int:
         if question == "/help":
             out.print(_HELP, soft_wrap=True)
             continue
-        if re.fullmatch(r"/\w+", question):  # a mistyped command (/quite) is no question to search for
-            out.print(f"[yellow]unknown command {escape(question)}[/]: /new starts over, /exit ends, /help lists "
-                      "more")
-            continue
-        if (unreadable := _unreadable(question)) is not None:  # said, and the chat goes on, as a long question is
-            out.print(f"[yellow]{escape(unreadable)}[/]", soft_wrap=True)
-            continue
-        try:
-            check_length(question, "the question", longest)  # as tessera run and the service
-        except SpecError as err:  # said, and the chat goes on: nothing was searched or sent to the model
-            out.print(f"[yellow]{escape(err.message)}[/]; ask a shorter one", soft_wrap=True)
+        if (why := _not_asked(question, longest)) is not None:  # said, and the chat goes on: nothing was searched
+            out.print(f"[yellow]{escape(why)}[/]", soft_wrap=True)  # for or sent to the model
+            if args.json:  # its line too: a script that reads a line per question it wrote waited for ever
+                _print_not_asked_line(question, why)
             continue
         turn += 1
         if args.json:
@@ -159,6 +153,29 @@ def _print_json_line(turn: int, question: str, meta: dict[str, Any]) -> str:
     sys.stdout.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
     return answer
+
+
+def _not_asked(question: str, longest: int) -> str | None:
+    """Why a line is not asked, or None: a mistyped command (/quite), bytes that are not UTF-8 or only control
+    characters (``_unreadable``), a question over the query limit (as tessera run and the service)."""
+    if re.fullmatch(r"/\w+", question):  # no question to search for
+        return f"unknown command {question}: /new starts over, /exit ends, /help lists more"
+    if (unreadable := _unreadable(question)) is not None:
+        return unreadable
+    try:
+        check_length(question, "the question", longest)
+    except SpecError as err:
+        return f"{err.message}; ask a shorter one"
+    return None
+
+
+def _print_not_asked_line(question: str, why: str) -> None:
+    """``--json``: a line not asked, as one JSON line (no turn, no answer) that says why; a byte that is not UTF-8
+    is written as U+FFFD (a lone surrogate cannot be written as UTF-8)."""
+    text = question.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    line = {"turn": None, "question": text, "answer": None, "not_asked": why}
+    sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
 
 
 def _answering_flow(args: argparse.Namespace) -> Any:

@@ -127,7 +127,8 @@ def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_mode
     the model: one note, and the next question is asked. A pasted 5 MB question was tokenised whole."""
     proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
                    stdin="bees " * 4001 + "\n")
-    assert proc.stdout == "" and fault_models.bodies == []
+    assert fault_models.bodies == []
+    assert json.loads(proc.stdout)["not_asked"].startswith("the question has 20004 characters")
     assert "the question has 20004 characters, over the limit of 10000 for a query" in proc.stderr
     assert "ask a shorter one" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -136,7 +137,8 @@ def test_an_unknown_command_is_said_and_not_asked(fault_models, spec, tmp_path, 
     """A mistyped /quit was searched for and answered as a question."""
     proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
                    stdin="/quite\n/reset\n")
-    assert proc.stdout == "" and fault_models.bodies == []
+    assert [json.loads(line)["question"] for line in proc.stdout.splitlines()] == ["/quite", "/reset"]
+    assert fault_models.bodies == []
     assert "unknown command /quite" in proc.stderr and "unknown command /reset" in proc.stderr
     assert "/help lists more" in proc.stderr
 
@@ -167,9 +169,27 @@ def test_a_line_that_is_not_utf8_or_only_control_characters_is_said_and_not_aske
                    stdin="caf\udce9 honey?\n\x00\nWhich insects make honey?\n")
     assert "that line is not UTF-8 text (byte 0xe9): not asked" in proc.stderr, proc.stderr
     assert "that line holds only control characters: not asked" in proc.stderr
-    [line] = [json.loads(line) for line in proc.stdout.splitlines()]
+    line = json.loads(proc.stdout.splitlines()[-1])
     assert line["turn"] == 1 and line["question"] == "Which insects make honey?" and len(fault_models.bodies) == 1
     assert "\x00" not in json.dumps(fault_models.bodies)
+
+
+def test_json_gives_a_line_for_every_question_also_one_not_asked(fault_models, spec, tmp_path, tessera):
+    """--json wrote a line per answer only: a question over the limit, a line that is not UTF-8 or a mistyped
+    command left no line, so a script that writes a question and reads its line waited for ever, and one that
+    pairs its questions with the lines paired the rest wrongly. Now each such line has its line, with no turn and no
+    answer, and why; /new and /help, the chat's own commands, still have none."""
+    fault_models.reply = "Honey bees make honey [1]."
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
+                   stdin="/quite\n" + "bees " * 2001 + "\ncaf\udce9?\n/new\n/help\nWhich insects make honey?\n")
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(line["turn"], line["question"][:6], line["answer"]) for line in lines] == [
+        (None, "/quite", None), (None, "bees b", None), (None, "caf\ufffd?", None),
+        (1, "Which ", "Honey bees make honey [1].")], proc.stdout
+    assert lines[0]["not_asked"] == "unknown command /quite: /new starts over, /exit ends, /help lists more"
+    assert lines[1]["not_asked"].startswith("the question has 10004 characters, over the limit of 10000")
+    assert lines[2]["not_asked"].startswith("that line is not UTF-8 text (byte 0xe9): not asked")
+    assert "not_asked" not in lines[3] and len(fault_models.bodies) == 1
 
 
 class _Terminal(io.StringIO):
