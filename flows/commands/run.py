@@ -223,6 +223,11 @@ def _print(args: argparse.Namespace, result, queries, out_path, answers: int = 0
 
     if args.json:
         data = result.to_dict(rows=False)
+        # as the summary line says it: the queries asked, those with no results among them ("0 rows, 1 step" said
+        # nothing of the query that found nothing), and their qids for a script
+        data["description"] = result.description(queries.num_rows)
+        found = set(result.table.column("qid").to_pylist()) if "qid" in result.table.column_names else set()
+        data["no_results"] = [qid for qid in queries.column("qid").to_pylist() if qid not in found]
         data["rows"] = TableRows(result.table if args.top is None else top_rows(result.table, args.top))
         if out_path is not None:
             data["out"] = {"path": args.out if uris.is_uri(args.out) else str(out_path),

@@ -215,3 +215,14 @@ def test_a_nan_or_infinite_score_is_null_in_the_json_rows(capsys):
     rows = json.loads(capsys.readouterr().out, parse_constant=refuse)["rows"]
     assert [row["score"] for row in rows] == [1.5, None, None, None]
     assert [row["rank"] for row in rows] == [1, 2, 3, 4]
+
+
+def test_run_json_says_which_queries_found_nothing_as_the_summary_line_does(home, tmp_path, spec, tessera):  # noqa: F811
+    """The summary line says "2 queries (1 with no results)"; --json's description said "3 rows, 1 step", without the
+    query that found nothing, and nothing named it: a script had to diff its qids against the rows'."""
+    status, out, _ = tessera("run", str(spec), "-q", "xyzzyqq", "-q", "honey bees", "--json", home=home)
+    result = only_json(out)
+    assert status == 0 and result["no_results"] == ["1"], result["no_results"]
+    assert result["description"].startswith("3 rows, 2 queries (1 with no results), 1 step in "), result
+    status, out, _ = tessera("run", str(spec), "-q", "honey bees", "--json", home=home)
+    assert only_json(out)["no_results"] == [] and "no results" not in only_json(out)["description"]
