@@ -125,6 +125,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     if texts:
         queries = read_query_texts(texts)
     elif queries_file is not None:
+        if queries_file == "-" and sys.stdin.isatty() and not args.quiet:  # it waited without a word
+            print("tessera: reading the queries from the terminal, one a line; Ctrl-D ends them, Ctrl-C cancels",
+                  file=sys.stderr, flush=True)
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
         queries = read_queries(mosaic_query)

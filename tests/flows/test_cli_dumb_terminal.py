@@ -1,7 +1,8 @@
-"""Progress on a dumb terminal (``TERM=dumb``: Emacs's shell, an editor's console), a pty that cannot move its
-cursor: ``tessera run`` and ``tessera ingest`` print their progress as lines, as in a log (``flows.progress.redraws``).
-``tessera run`` printed nothing at all there (rich draws no bar on such a terminal), only a stray blank line;
-``tessera ingest`` filled it with a tqdm bar's carriage returns."""
+"""What a terminal shows. On a dumb terminal (``TERM=dumb``: Emacs's shell, an editor's console), a pty that cannot
+move its cursor, ``tessera run`` and ``tessera ingest`` print their progress as lines, as in a log
+(``flows.progress.redraws``): ``tessera run`` printed nothing at all there (rich draws no bar on such a terminal),
+only a stray blank line, and ``tessera ingest`` filled it with a tqdm bar's carriage returns. ``tessera run -q -`` at
+a terminal says it reads the queries there."""
 
 from __future__ import annotations
 
@@ -53,3 +54,22 @@ def test_ingest_prints_lines_not_a_bar_of_carriage_returns_on_a_dumb_terminal(tm
     assert lines[:2] == ["staging: 40 docs", "ingest: 40 docs in 2 shard(s)"], said
     assert [line for line in lines if re.match(r"ingest: shard \d/2 committed", line)], said
     shutil.rmtree(tmp_path / "idx")
+
+
+def test_run_says_it_reads_the_queries_from_the_terminal(tmp_path):
+    """``tessera run FLOW -q -`` typed at a terminal waited for the queries without a word, as if it hung."""
+    import pexpect
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(f"name: tiny\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {CORPUS}, k: 3}}}}\n")
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TERM": "dumb"}
+    env.pop("TESSERA_DEBUG", None)
+    child = pexpect.spawn(str(SCRIPT), ["run", str(spec), "-q", "-", "--top", "1"], cwd=str(tmp_path), env=env,
+                          encoding="utf-8", timeout=60, dimensions=(40, 120))
+    child.expect("tessera: reading the queries from the terminal, one a line; Ctrl-D ends them, Ctrl-C cancels")
+    child.sendline("honey bees")
+    child.sendeof()
+    child.expect("1: honey bees")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
