@@ -26,7 +26,9 @@ class cancel_on_interrupt:
             raise KeyboardInterrupt
         how = stop_reason(signum)
         self.token.cancel(f"interrupted ({how})")
-        print(f"\ntessera: cancelling ({how} again to abort)", file=sys.stderr, flush=True)
+        # on a terminal, off the line its ^C echo is on; in a log the line after the last one (it left a blank line)
+        start = "\n" if sys.stderr.isatty() else ""
+        print(f"{start}tessera: cancelling ({how} again to abort)", file=sys.stderr, flush=True)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():

@@ -153,6 +153,7 @@ def test_sigterm_cancels_a_run_through_its_token(tmp_path):
     assert proc.returncode == 143, proc.stderr
     said = [line for line in proc.stderr.splitlines() if line.startswith("tessera:")]
     assert said[0] == "tessera: cancelling (SIGTERM again to abort)", proc.stderr
+    assert "" not in proc.stderr.splitlines(), proc.stderr  # a log got a blank line before it
     assert said[-1].startswith("tessera: cancelled: ") and "SIGTERM" in said[-1], proc.stderr
     assert proc.stdout == ""
     _no_traceback(proc)
