@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         queries = as_queries(None, flow)
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
-    out_path = check_result_path(out_file) if out_file else None
+    out_path = _checked_out(out_file, check_result_path) if out_file else None
     if out_path is not None and queries_file not in (None, "-") and _same_file(queries_file, out_path):
         raise CliError(f"--out {args.out} is the --queries file: the results would replace the queries; write them "
                        "to another file", field="out")
@@ -172,6 +172,25 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
     _print(args, result, queries, out_path, answers)
     return EXIT_OK
+
+
+#: What a user who named these as --out meant: one JSON document (``--out r.json``), or stdout (``--out -``).
+_STDOUT_HINTS = {".json": "; for one JSON document, --json prints it on stdout (--json > FILE.json), and .jsonl "
+                 "writes a row a line",
+                 "-": "; stdout gets the tables, or with --json one JSON document (--json > FILE.json)"}
+
+
+def _checked_out(out_file: str, check_result_path) -> Path:
+    """``--out``, checked before the run; refused as ``.json`` or ``-``, it says what gives that on stdout."""
+    from operators.errors import SpecError
+
+    try:
+        return check_result_path(out_file)
+    except SpecError as err:
+        hint = _STDOUT_HINTS.get("-" if out_file == "-" else Path(out_file).suffix.lower())
+        if hint is None:
+            raise
+        raise CliError(f"{err.message}{hint}", field="out") from None
 
 
 def answers_path(out: str) -> str:

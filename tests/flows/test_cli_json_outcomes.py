@@ -226,3 +226,16 @@ def test_run_json_says_which_queries_found_nothing_as_the_summary_line_does(home
     assert result["description"].startswith("3 rows, 2 queries (1 with no results), 1 step in "), result
     status, out, _ = tessera("run", str(spec), "-q", "honey bees", "--json", home=home)
     assert only_json(out)["no_results"] == [] and "no results" not in only_json(out)["description"]
+
+
+@pytest.mark.parametrize("out, hint", [
+    ("res.json", "; for one JSON document, --json prints it on stdout (--json > FILE.json), and .jsonl writes a row "
+     "a line"),
+    ("-", "; stdout gets the tables, or with --json one JSON document (--json > FILE.json)"),
+])
+def test_out_as_json_or_stdout_says_what_gives_that(home, tmp_path, spec, tessera, out, hint):  # noqa: F811
+    """``--out res.json`` and ``--out -`` were only told the suffixes --out writes, not that --json is the JSON
+    document (on stdout) they were after."""
+    status, stdout, err = tessera("run", str(spec), "-q", "honey bees", "--out", out, home=home)
+    line = one_error(err, "field '--out': cannot write ")
+    assert status == 2 and stdout == "" and line.endswith("must end in .parquet, .jsonl, .csv, .trec, .run" + hint)
