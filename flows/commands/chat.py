@@ -39,9 +39,14 @@ from operators.unicode import blank
 DEMO_INDEX = ".tessera/indices/sample"
 
 
+#: ``tessera chat --help``'s examples (tests/flows/test_cli_parsing.py parses each).
+EXAMPLES = ("tessera chat", "tessera chat rag_multihop --index NAME --model gemma2",
+            "tessera chat --json < questions.txt > answers.jsonl")
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("chat", parents=[common], help="ask a flow that answers questions, follow-ups included",
-                            description=handle.__doc__)
+                            description=handle.__doc__, epilog="Examples: " + "; ".join(EXAMPLES))
     parser.add_argument("flow", metavar="FLOW", nargs="?", default="rag",
                         help="a flow with a generate.answer step: built-in (rag, rag_multihop), saved, or a spec "
                         "file (default: rag)")

@@ -80,9 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     parser.add_argument("--quiet", action="store_true", help="no progress bars nor notes (warnings still)")
 
 
+#: ``tessera ingest --help``'s examples (tests/flows/test_cli_parsing.py parses each): make demo's, a folder of files.
+EXAMPLES = ("tessera ingest --source data/sample/corpus.jsonl --index .tessera/indices/sample --shard-size 250",
+            "tessera ingest --source notes/ --index notes")
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("ingest", parents=[common], help="ingest a corpus into an index (resumable)",
-                            description=handle.__doc__)
+                            description=handle.__doc__, epilog="Examples: " + "; ".join(EXAMPLES))
     add_arguments(parser, default_executor="local")
     parser.loose_values = "--source"
     in_spec = ("set by the ingest spec: --spec ingest_static embeds with the static model, and a spec file of your "

@@ -26,8 +26,15 @@ from flows.commands.job_paths import check_job_paths
 from operators.errors import short_repr
 
 
+#: ``tessera run --help``'s examples (tests/flows/test_cli_parsing.py parses each); make demo's index.
+EXAMPLES = ('tessera run hybrid --index .tessera/indices/sample -q "which insects make honey?"',
+            "tessera run bm25 -i .tessera/indices/sample -q queries.jsonl --out run.trec",
+            "tessera run rag -i .tessera/indices/sample -q questions.jsonl --json > answers.json")
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("run", parents=[common], help="run a flow over queries", description=handle.__doc__)
+    parser = sub.add_parser("run", parents=[common], help="run a flow over queries", description=handle.__doc__,
+                            epilog="Examples: " + "; ".join(EXAMPLES))
     add_arguments(parser, default_executor="local")
     parser.loose_values = "--queries"
     steps = "tessera flows show FLOW lists its steps"

@@ -190,3 +190,23 @@ def test_index_is_i_wherever_ingest_takes_it_as_i(argv):
     from flows.commands import build_parser
 
     assert build_parser().parse_args(argv).index == "sample"
+
+
+@pytest.mark.parametrize("command", ["run", "chat", "ingest"])
+def test_help_shows_examples_that_parse(capsys, command):
+    """``tessera run --help`` (and chat's, ingest's) showed no example of how a query or an index is given; each
+    example now shown is a command line this parser takes, up to its shell redirection."""
+    import importlib
+    import shlex
+
+    from flows.commands import build_parser
+
+    examples = importlib.import_module(f"flows.commands.{command}").EXAMPLES
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    for example in examples:
+        assert example in said, said
+        words = shlex.split(example)
+        words = words[:next((i for i, word in enumerate(words) if word in ("<", ">", "|")), len(words))]
+        assert words[:2] == ["tessera", command] and build_parser().parse_args(words[1:]).handler, example
