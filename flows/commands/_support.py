@@ -218,6 +218,14 @@ def console(stderr: bool = False, width: int | None = None):
     return PipeConsole(file=stream, width=width, highlight=False, soft_wrap=False, emoji=False)
 
 
+def say_reading_the_terminal(what: str, *, quiet: bool = False) -> None:
+    """At a terminal, a command given ``-`` waited for its input without a word, as if it hung: it says what it reads
+    there and how that ends (``what``: "the queries, one a line"). Piped input says nothing."""
+    if not quiet and sys.stdin is not None and sys.stdin.isatty():
+        print(f"tessera: reading {what} from the terminal; Ctrl-D ends it, Ctrl-C cancels", file=sys.stderr,
+              flush=True)
+
+
 def print_json(data: Any) -> None:
     """``data`` as one JSON document on stdout, written as it is encoded (``TableRows`` are made as they go)."""
     chunks: list[str] = []

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from flows.commands._support import (EXIT_OK, SPEC_ARGUMENT, CliError, console, escape, print_json, report,
-                                     show_help)
+                                     say_reading_the_terminal, show_help)
 from operators.errors import TesseraError
 
 
@@ -115,6 +115,7 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
 
     if args.file == "-":  # the spec's text, read as YAML or JSON: never a flow's name or a file's path, which a
         # line without its newline (`printf 'steps: ...'`, `echo -n hybrid`) was taken for; nothing at all is empty
+        say_reading_the_terminal("the spec (YAML or JSON)")
         spec = FlowSpec.parse(load_yaml(sys.stdin.read()))
     else:
         source = Path(args.file)

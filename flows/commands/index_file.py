@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from flows.commands._support import CliError, rewritten_logs
+from flows.commands._support import CliError, rewritten_logs, say_reading_the_terminal
 
 
 def check_readable(file: str, encoding: str | None = None) -> None:
@@ -75,6 +75,7 @@ def _as_file(file: str) -> Iterator[str]:
         path = str(Path(folder) / "records.jsonl")
         with open(path, "wb") as out:
             if file == "-":
+                say_reading_the_terminal("the documents, one JSON line each,")
                 shutil.copyfileobj(sys.stdin.buffer, out)
             else:
                 with open(file, "rb") as source:

@@ -21,7 +21,7 @@ from typing import Sequence
 from flows import uris
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument,
                                      console, escape, TableRows, load_flow, positive_int, print_json,
-                                     refuse_cache_dir_without_cache, step_cache)
+                                     refuse_cache_dir_without_cache, say_reading_the_terminal, step_cache)
 from flows.commands.job_paths import check_job_paths
 from operators.errors import short_repr
 
@@ -132,9 +132,8 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     if texts:
         queries = read_query_texts(texts)
     elif queries_file is not None:
-        if queries_file == "-" and sys.stdin.isatty() and not args.quiet:  # it waited without a word
-            print("tessera: reading the queries from the terminal, one a line; Ctrl-D ends them, Ctrl-C cancels",
-                  file=sys.stderr, flush=True)
+        if queries_file == "-":  # at a terminal it waited without a word
+            say_reading_the_terminal("the queries, one a line,", quiet=args.quiet)
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
         queries = read_queries(mosaic_query)

@@ -66,10 +66,28 @@ def test_run_says_it_reads_the_queries_from_the_terminal(tmp_path):
     env.pop("TESSERA_DEBUG", None)
     child = pexpect.spawn(str(SCRIPT), ["run", str(spec), "-q", "-", "--top", "1"], cwd=str(tmp_path), env=env,
                           encoding="utf-8", timeout=60, dimensions=(40, 120))
-    child.expect("tessera: reading the queries from the terminal, one a line; Ctrl-D ends them, Ctrl-C cancels")
+    child.expect("tessera: reading the queries, one a line, from the terminal; Ctrl-D ends it, Ctrl-C cancels")
     child.sendline("honey bees")
     child.sendeof()
     child.expect("1: honey bees")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("args, what", [
+    (["index", "add", "idx", "-", "--no-dense"], "the documents, one JSON line each,"),
+    (["flows", "save", "mine", "-"], "the spec \\(YAML or JSON\\)"),
+])
+def test_index_add_and_flows_save_say_they_read_the_terminal(tmp_path, args, what):
+    """As ``tessera run -q -``: ``index add INDEX -`` and ``flows save NAME -`` at a terminal waited without a word."""
+    import pexpect
+
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TERM": "dumb"}
+    env.pop("TESSERA_DEBUG", None)
+    child = pexpect.spawn(str(SCRIPT), args, cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)
+    child.expect(f"tessera: reading {what} from the terminal; Ctrl-D ends it, Ctrl-C cancels")
+    child.sendeof()  # nothing typed: refused as empty, exit 2
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
