@@ -247,6 +247,7 @@ async function upload(event) {
         added += done.result.aggregated_data.documents;
         chunks += done.result.aggregated_data.chunks;
       }
+      uploading = false; // every part is in: leaving now loses nothing (the lists below are read again after it)
       status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`
         + (blank.length ? `; no text layer (scans? no OCR is done), not added: ${blank.join(", ")}` : "")
         + (warnings.length ? `. Warnings: ${warnings.join("; ")}` : "");

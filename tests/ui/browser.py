@@ -7,7 +7,9 @@ import contextlib
 import re
 import secrets
 
-from selenium.common.exceptions import ElementNotInteractableException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    ElementNotInteractableException, NoAlertPresentException, StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -20,6 +22,13 @@ def wait(driver, condition, seconds: float = 60, *, not_yet: tuple[type[Exceptio
     the exceptions of ``not_yet``."""
     return WebDriverWait(driver, seconds, poll_frequency=0.2,
                          ignored_exceptions=(StaleElementReferenceException, *not_yet)).until(lambda d: condition(d))
+
+
+def dialog(driver, seconds: float = 10):
+    """The page's open alert or confirm dialog, waited for: a click's handler may open it only after an ``await``
+    (the Flows tab's delete), and ``switch_to.alert`` right after the click found none on busy cores (CI,
+    2026-12-07: test_a_flow_is_read_changed_saved_used_and_deleted...)."""
+    return wait(driver, lambda d: d.switch_to.alert, seconds, not_yet=(NoAlertPresentException,))
 
 
 def heard(driver, css: str) -> list[tuple[str, str]] | None:

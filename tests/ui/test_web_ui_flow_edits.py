@@ -13,7 +13,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import by_id, click, error_text, open_page, set_text, wait
+from tests.ui.browser import by_id, click, dialog, error_text, open_page, set_text, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -32,8 +32,8 @@ def test_unsaved_changes_are_kept_until_confirmed_and_are_not_searched_with_the_
     set_text(browser, "flow-spec", edited)
 
     click(browser, '//ul[@id="flow-list"]//button[text()="hybrid"]')
-    assert browser.switch_to.alert.text == "Discard the unsaved changes to the spec of 'bm25' and open 'hybrid'?"
-    browser.switch_to.alert.dismiss()  # kept
+    assert dialog(browser).text == "Discard the unsaved changes to the spec of 'bm25' and open 'hybrid'?"
+    dialog(browser).dismiss()  # kept
     assert [by_id(browser, f).get_attribute("value") for f in ("flow-name", "flow-spec")] == ["bm25", edited]
 
     by_id(browser, "flow-use").click()  # the saved bm25 is not run in the edit's place
@@ -44,7 +44,7 @@ def test_unsaved_changes_are_kept_until_confirmed_and_are_not_searched_with_the_
     assert by_id(browser, "flow-spec").get_attribute("aria-invalid") == "true"
 
     click(browser, '//ul[@id="flow-list"]//button[text()="hybrid"]')
-    browser.switch_to.alert.accept()  # discarded: the other flow opened
+    dialog(browser).accept()  # discarded: the other flow opened
     wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == "hybrid")
     assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/hybrid").json()
     by_id(browser, "flow-use").click()  # nothing unsaved: the Search tab with the flow chosen
@@ -80,7 +80,7 @@ def test_leaving_the_page_asks_first_while_a_spec_edit_is_unsaved_or_an_upload_i
     set_text(browser, "flow-spec", json.dumps(spec))
     assert leaving_asks(browser) is True
     click(browser, '//ul[@id="flow-list"]//button[text()="hybrid"]')
-    browser.switch_to.alert.accept()  # discarded: nothing unsaved any more
+    dialog(browser).accept()  # discarded: nothing unsaved any more
     wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == "hybrid")
     assert leaving_asks(browser) is False
 

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import (
-    by_id, click, code_parts, error_text, flow_names, open_page, page_error, page_reason, set_text, wait,
+    by_id, click, code_parts, dialog, error_text, flow_names, open_page, page_error, page_reason, set_text, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -84,22 +84,22 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
 
         # another flow saved under this name replaced it without a word (a delete asked): asked now too
         click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
-        browser.switch_to.alert.accept()  # the broken spec typed is discarded (tests/ui/test_web_ui_flow_edits.py)
+        dialog(browser).accept()  # the broken spec typed is discarded (tests/ui/test_web_ui_flow_edits.py)
         wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == "bm25")
         set_text(browser, "flow-name", name)
         by_id(browser, "flow-save").click()
-        assert browser.switch_to.alert.text == f"Replace the saved flow '{name}' with this spec?"
-        browser.switch_to.alert.dismiss()
+        assert dialog(browser).text == f"Replace the saved flow '{name}' with this spec?"
+        dialog(browser).dismiss()
         assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # not replaced
         click(browser, f'//ul[@id="flow-list"]//button[text()="{name}"]')  # the saved one open again
         wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == name)
 
         by_id(browser, "flow-delete").click()
-        assert browser.switch_to.alert.text == f"Delete the saved flow '{name}'?"
-        browser.switch_to.alert.dismiss()  # kept
+        assert dialog(browser).text == f"Delete the saved flow '{name}'?"
+        dialog(browser).dismiss()  # kept
         assert name in ui_app.api("GET", "/flows").json()["saved"] and by_id(browser, "flow-status").text == ""
         by_id(browser, "flow-delete").click()
-        browser.switch_to.alert.accept()
+        dialog(browser).accept()
         wait(browser, lambda d: by_id(d, "flow-status").text == f"deleted {name}")
         assert name not in ui_app.api("GET", "/flows").json()["saved"]
         # the editor emptied (what it held is no flow any more), the flow gone from the list and the Search tab

@@ -12,8 +12,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
 
-from tests.ui.browser import (added_index, by_id, cell_texts, click, error_text, fill_search, open_page, option_values,
-                              press, set_text, shown_results, wait)
+from tests.ui.browser import (added_index, by_id, cell_texts, click, dialog, error_text, fill_search, open_page,
+                              option_values, press, set_text, shown_results, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -139,8 +139,8 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     set_text(browser, "delete-docs-index", name)
     set_text(browser, "delete-docs-ids", "moss, nothing")
     by_id(browser, "delete-docs-button").click()
-    assert browser.switch_to.alert.text == f"Delete 2 document(s) from the index '{name}'?"
-    browser.switch_to.alert.accept()
+    assert dialog(browser).text == f"Delete 2 document(s) from the index '{name}'?"
+    dialog(browser).accept()
     wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
     # the index named, as an upload's outcome does: the box may name another by the time it is read
     assert by_id(browser, "delete-docs-status").text == f"deleted 1 document(s) (1 passage(s)) from {name}; not in " \
@@ -155,17 +155,17 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert listed["total"] == 5 and ["trees-p2", "Trees", "path: trees.pdf, page: 2", "1"] in expected
     assert by_id(browser, "doc-heading").text == f"Documents of {name}: 5 of 5"
     browser.find_element(By.XPATH, '//tr[@data-doc="ferns.md"]//button[text()="delete"]').click()
-    browser.switch_to.alert.accept()
+    dialog(browser).accept()
     wait(browser, lambda d: [row[0] for row in document_rows(d)] == [r[0] for r in expected if r[0] != "ferns.md"])
     assert "ferns.md" not in [d["id"] for d in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]]
     assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "4")
     set_text(browser, "delete-docs-ids", "lichen")  # the form below deletes too: the open panel follows
     by_id(browser, "delete-docs-button").click()
-    browser.switch_to.alert.accept()
+    dialog(browser).accept()
     wait(browser, lambda d: by_id(d, "doc-heading").text == f"Documents of {name}: 3 of 3")
     assert [row[0] for row in document_rows(browser)] == [r[0] for r in expected if r[0] not in ("ferns.md", "lichen")]
     browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
-    browser.switch_to.alert.accept()
+    dialog(browser).accept()
     wait(browser, lambda d: name not in index_rows(d))
     assert name not in {ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}
 
@@ -221,12 +221,12 @@ def test_share_and_delete_by_keyboard_leave_the_focus_on_the_rows_buttons(browse
         click(browser, f'//button[@aria-label="documents of {first}"]')
         wait(browser, lambda d: len(document_rows(d)) == 2)
         press(browser, f'//button[@aria-label="delete note from {first}"]', Keys.ENTER)
-        browser.switch_to.alert.accept()
+        dialog(browser).accept()
         wait(browser, lambda d: len(document_rows(d)) == 1)
         assert wait(browser, focused, 10) == f"delete more from {first}"  # the next row's, not the page's body
 
         press(browser, f'//button[@aria-label="delete {first}"]', Keys.ENTER)
-        browser.switch_to.alert.accept()
+        dialog(browser).accept()
         wait(browser, lambda d: first not in index_rows(d))
         assert wait(browser, focused, 10).startswith("delete ")  # the next (or previous) row's delete
     finally:

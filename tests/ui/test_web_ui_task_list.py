@@ -14,7 +14,7 @@ from selenium.webdriver.common.keys import Keys
 
 from serve.taskstore import TaskStore
 from tests.serve.conftest import SlowRerankServer
-from tests.ui.browser import QUERY, by_id, click, error_text, fill_search, open_page, wait
+from tests.ui.browser import QUERY, by_id, click, dialog, error_text, fill_search, open_page, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -96,12 +96,12 @@ def test_cancel_on_a_running_task_ends_it_cancelled_and_its_work_stops(browser, 
             wait(browser, lambda d: d.execute_script("return window.drawn") >= 2)
             assert browser.switch_to.active_element.get_attribute("aria-label") == f"cancel task {task_id}"
             click(browser, f'{row}//button[text()="cancel"]')  # asked first, as a delete is: not cancelled
-            assert browser.switch_to.alert.text == f"Cancel the task {task_id}? Its work stops and cannot be resumed."
-            browser.switch_to.alert.dismiss()
+            assert dialog(browser).text == f"Cancel the task {task_id}? Its work stops and cannot be resumed."
+            dialog(browser).dismiss()
             time.sleep(1)
             assert ui_app.api("GET", f"/task/progress/{task_id}").json()["status"] == "running"
             click(browser, f'{row}//button[text()="cancel"]')
-            browser.switch_to.alert.accept()
+            dialog(browser).accept()
 
             wait(browser, lambda d: d.find_element(By.XPATH, f'{row}/td[@data-column="status"]').text == "cancelled")
             assert browser.find_element(By.XPATH, f'{row}/td[@data-column="actions"]/button').text == "delete"
@@ -131,7 +131,7 @@ def test_deleting_a_task_by_keyboard_leaves_the_focus_on_the_next_rows_delete(br
         middle = sorted(made, key=shown.index)[1]
         after = shown[shown.index(middle) + 1]  # the row under it
         browser.find_element(By.XPATH, f'//tr[@data-task="{middle}"]//button[text()="delete"]').send_keys(Keys.ENTER)
-        browser.switch_to.alert.accept()
+        dialog(browser).accept()
         wait(browser, lambda d: middle not in shown_ids(d))
         assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("aria-label"), 10) \
             == f"delete task {after}"

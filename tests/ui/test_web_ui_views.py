@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.browser import (
-    QUERY, added_index, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, heard,
+    QUERY, added_index, by_id, chat_with, click, conversation_above_the_box, dialog, error_text, fill_search, heard,
     open_page, rag_cut_short, set_text, shown_results, wait,
 )
 
@@ -78,7 +78,7 @@ def test_an_ended_task_is_deleted_from_the_page_and_an_indexs_last_ingestion_off
     assert link == (task_id[:8], task_id)  # the id cut to 8: a narrow window keeps the status
 
     click(browser, f'//tr[@data-task="{task_id}"]//button[text()="delete"]')
-    browser.switch_to.alert.accept()
+    dialog(browser).accept()
     wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]'))
     assert by_id(browser, "task-detail").text == "" and not by_id(browser, "task-chat-form").is_displayed()
     assert ui_app.api("GET", f"/task/progress/{task_id}").status_code == 404 and error_text(browser) == ""
