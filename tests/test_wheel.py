@@ -103,7 +103,7 @@ def test_a_corpus_ingested_and_searched_with_the_installed_command(installed):
 def test_what_the_errors_tell_a_user_of_the_wheel_is_something_he_can_do(installed):
     """No ``make demo`` (no Makefile here) and no site-packages (no place for his files)."""
     chat = tessera(installed, "chat", check=2)
-    assert "tessera ingest --source FILE --index .tessera/indices/sample" in chat.stderr
+    assert "tessera ingest --source FILE --index sample makes the second, from any folder" in chat.stderr
     assert "make demo" not in chat.stderr
     (installed["user"] / "c.yaml").write_text("name: c\nsteps:\n  r: {op: retrieve.corpus_bm25}\n")
     corpus = tessera(installed, "run", "c.yaml", "--queries", "honey", check=2)

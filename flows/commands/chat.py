@@ -33,10 +33,9 @@ from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, 
 from flows.query_limits import check_length, max_query_chars
 from operators.errors import SpecError
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
+from operators.store.layout import DEMO_INDEX, MANIFEST, SAMPLE_NAME, default_index
 from operators.unicode import blank
 
-#: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
-DEMO_INDEX = ".tessera/indices/sample"
 
 
 #: ``tessera chat --help``'s examples (tests/flows/test_cli_parsing.py parses each).
@@ -52,7 +51,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "file (default: rag)")
     parser.add_argument("--index", "-i", metavar="NAME_OR_PATH",
                         help=f"index for the retrieval steps that leave params.index unset (default: {DEMO_INDEX}, "
-                        "when it is there: make demo's in a clone)")
+                        f"make demo's in a clone, when it is there, else $TESSERA_HOME's '{SAMPLE_NAME}')")
     parser.add_argument("--model", metavar="ALIAS",
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
@@ -186,16 +185,17 @@ def _print_not_asked_line(question: str, why: str) -> None:
 def _answering_flow(args: argparse.Namespace) -> Any:
     """The flow, its index filled in and the model set; a usage error when it does not answer or lacks an index."""
     index = args.index
-    if index is None and (Path(DEMO_INDEX) / "manifest.json").is_file():
-        index = DEMO_INDEX
+    if index is None and (Path(default_index()) / MANIFEST).is_file():
+        index = default_index()
     flow, _ = load_flow(args.flow, index=index, given=args.index, settings=args.set)
     if not any(op.name == ANSWER_OP for op in flow.operators.values()):
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
                        "or a flow of your own that answers", field="flow")
     for step_id, cls in flow.spec.unset_index_steps().items():
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH (built by tessera ingest); "
-                       f"without it, chat reads {DEMO_INDEX}, which is not in {Path.cwd()} (tessera ingest "
-                       f"--source FILE --index {DEMO_INDEX} makes it there)",
+                       f"without it, chat reads {DEMO_INDEX} in this folder ({Path.cwd()}), else "
+                       f"$TESSERA_HOME's '{SAMPLE_NAME}', and neither is there (tessera ingest --source FILE --index "
+                       f"{SAMPLE_NAME} makes the second, from any folder)",
                        step=step_id, field="params.index")
     if args.model is None:
         return flow

@@ -234,6 +234,7 @@ def ui_address(config: dict) -> str:
 def apply_overrides(config: dict, *, host: str | None, port: int | None, index: str | None) -> None:
     from flows.task_store_url import absolute_task_store_url
     from operators.store import resolve_index
+    from operators.store.layout import DEMO_INDEX, default_index
 
     http = config.setdefault("http_options", {})
     # Serve's own default host is 0.0.0.0: name the one this command checks (keys, port) and prints.
@@ -249,7 +250,9 @@ def apply_overrides(config: dict, *, host: str | None, port: int | None, index: 
         application["args"]["service"] = service
         if isinstance(service.get("task_store"), str):  # checked, locked and opened as the same file
             service["task_store"] = absolute_task_store_url(service["task_store"])
-        value = index or service.get("default_index", ".tessera/indices/sample")
+        value = index or service.get("default_index", DEMO_INDEX)
+        if value == DEMO_INDEX:  # make demo's, in the working folder; else $TESSERA_HOME's 'sample', if there
+            value = default_index()
         if value:
             service["default_index"] = str(Path(resolve_index(value)).resolve())
 

@@ -32,6 +32,22 @@ MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
 BENCH_FOLDER = "auto"
 
 
+#: The index ``make demo`` builds in a clone, in the working folder: what ``tessera chat`` and ``tessera serve`` read
+#: when no index is named.
+DEMO_INDEX = ".tessera/indices/sample"
+#: The same index made outside a clone: ``tessera ingest --source FILE --index sample``, in ``$TESSERA_HOME``.
+SAMPLE_NAME = "sample"
+
+
+def default_index() -> str:
+    """The index read when none is named: ``make demo``'s in the working folder, else ``$TESSERA_HOME``'s ``sample``
+    when it is there (a user of an installed wheel makes it with ``tessera ingest --index sample`` from any folder,
+    and the working folder's was looked for in vain); ``DEMO_INDEX`` when neither is, for the message to name."""
+    if not (Path(DEMO_INDEX) / MANIFEST).is_file() and (resolve_index(SAMPLE_NAME) / MANIFEST).is_file():
+        return str(resolve_index(SAMPLE_NAME))
+    return DEMO_INDEX
+
+
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
     """``$TESSERA_HOME/indices/<name>`` for a bare name, else the path as given, made absolute.
 

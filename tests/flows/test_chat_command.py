@@ -109,7 +109,16 @@ def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tm
     assert "answer: bees make honey\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
     missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
-    assert f"without it, chat reads .tessera/indices/sample, which is not in {tmp_path}" in missing.stderr
+    assert f"without it, chat reads .tessera/indices/sample in this folder ({tmp_path})" in missing.stderr
+    # outside a clone: the index tessera ingest --index sample makes in $TESSERA_HOME, from any folder (it was not
+    # looked for: a wheel's user was told to pass --index)
+    (tmp_path / "home" / "indices").mkdir(parents=True)
+    (tmp_path / "home" / "indices" / "sample").symlink_to(sample_index)
+    proc = tessera("chat", "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
+                   stdin="Which insects make honey?\n", cwd=tmp_path)
+    assert proc.stdout.splitlines()[0].startswith(f"rag over {tmp_path / 'home' / 'indices' / 'sample'}: ask"), \
+        proc.stdout
+    assert "[1] Bee (wv00790#0)" in proc.stdout, proc.stdout
 
 
 def test_without_an_index_the_error_says_the_command_that_makes_one_not_make_demo(tmp_path, tessera):
@@ -117,8 +126,9 @@ def test_without_an_index_the_error_says_the_command_that_makes_one_not_make_dem
     demo's"; now it names the tessera ingest that makes the index it looks for."""
     missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index NAME_OR_PATH")
-    assert (f"without it, chat reads .tessera/indices/sample, which is not in {tmp_path} (tessera ingest --source "
-            "FILE --index .tessera/indices/sample makes it there)") in missing.stderr
+    assert (f"without it, chat reads .tessera/indices/sample in this folder ({tmp_path}), else $TESSERA_HOME's "
+            "'sample', and neither is there (tessera ingest --source FILE --index sample makes the second, from any "
+            "folder)") in missing.stderr
     assert "make demo" not in missing.stderr
 
 

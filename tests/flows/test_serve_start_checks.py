@@ -383,3 +383,25 @@ def test_the_apps_settings_beside_args_say_to_move_them_under_it(tmp_path, capsy
     assert ("field 'applications.0.service': " in (err := capsys.readouterr().err)
             and "the app's own settings (service, models, llms, ...) go under args: move it to "
                 "applications.0.args.service" in err)
+
+
+def test_the_default_index_outside_a_clone_is_the_homes_sample(tmp_path, monkeypatch):
+    """The packaged config's default index is make demo's, ``.tessera/indices/sample`` in the working folder; a user of
+    an installed wheel makes it with ``tessera ingest --index sample``, in ``$TESSERA_HOME``, and the service looked
+    for it in vain: it reads that one when the working folder has none (make demo's first, where both are)."""
+    from flows.commands.serve import apply_overrides
+
+    def default_index() -> str:
+        config = {"applications": [{"args": {"service": {"default_index": ".tessera/indices/sample"}}}]}
+        apply_overrides(config, host=None, port=None, index=None)
+        return config["applications"][0]["args"]["service"]["default_index"]
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert default_index() == str(tmp_path / ".tessera" / "indices" / "sample")  # neither: the message names this
+    (tmp_path / "home" / "indices" / "sample").mkdir(parents=True)
+    (tmp_path / "home" / "indices" / "sample" / "manifest.json").write_text("{}")
+    assert default_index() == str(tmp_path / "home" / "indices" / "sample")
+    (tmp_path / ".tessera" / "indices" / "sample").mkdir(parents=True)
+    (tmp_path / ".tessera" / "indices" / "sample" / "manifest.json").write_text("{}")
+    assert default_index() == str(tmp_path / ".tessera" / "indices" / "sample")
