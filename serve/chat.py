@@ -141,6 +141,8 @@ class ChatRequest(BaseModel):
                                               "OpenAI's tokenizers, which no model here reads.")
     modalities: list[str] | None = Field(None, description="Only [\"text\"]: the answer is text.")
     audio: Any = Field(None, description="Refused when given: the answer is text, never audio.")
+    user: str | None = Field(None, strict=True, description="Accepted, not used (OpenAI's end-user id): a string, "
+                             "as OpenAI's API takes it (`5` is a 422 naming it; it was ignored).")
 
     @field_validator("stream", "n", mode="before")
     @classmethod
@@ -208,7 +210,7 @@ class ChatRequest(BaseModel):
 
     def engine_body(self) -> dict[str, Any]:
         """What the deployment gets: messages as plain text, options that were given."""
-        body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index", *NOT_ENGINE_FIELDS})
+        body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index", "user", *NOT_ENGINE_FIELDS})
         body["messages"] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                             for m in self.messages]
         if self.n > 1:

@@ -57,6 +57,7 @@ def refused(client: TestClient, path: str, body: dict) -> dict:
     ("logit_bias", {"50256": -100}, "logit_bias is not supported"),
     ("modalities", ["text", "audio"], "only [\"text\"]"),
     ("audio", {"voice": "alloy", "format": "wav"}, "audio output is not supported"),
+    ("user", 5, "valid string"), ("user", ["alice"], "valid string"),  # OpenAI's end-user id: was ignored
 ])
 def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": QUESTION, field: value})
@@ -187,3 +188,17 @@ def test_an_assistant_s_refusal_is_its_turn_and_another_role_s_is_refused_naming
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": [
         *QUESTION, {"role": "assistant", "content": [{"type": "refusal", "refusal": 5}]}, *QUESTION]})
     assert error["param"] == "messages[1].content[0].refusal" and "is a number, not a string" in error["message"], error
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
+def test_a_user_that_is_no_string_is_a_422_naming_it(client, path):
+    """OpenAI's API refuses ``user: 5``; it was ignored here. Cohere's v2 body has no ``user``: a field it lacks."""
+    error = refused(client, path, {"model": "rag", "messages": QUESTION, "user": 5})
+    assert error["param"] == "user", error
+    said = "valid string" if path.startswith("/v1") else "Extra inputs are not permitted"
+    assert said in error["message"], error
+
+
+def test_a_user_string_is_taken_and_not_passed_to_the_engine():
+    request = chat.ChatRequest.model_validate({"model": "smollm2", "messages": QUESTION, "user": "alice"})
+    assert request.user == "alice" and "user" not in request.engine_body()
