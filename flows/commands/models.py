@@ -73,9 +73,9 @@ def handle(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for row in rows:
         mark = "[green]yes[/]" if row["reachable"] else "[red]no[/]"
-        check = row.get("check", "")
+        check = _check_text(row["check"]) if "check" in row else ""
         table.add_row(escape(row["alias"]), escape(row["model"]), mark, escape(row["why"]),
-                      *((escape(str(check)),) if args.check else ()))
+                      *((escape(check),) if args.check else ()))
     out = console()
     out.print(table)
     user = user_file()
@@ -93,15 +93,24 @@ def _with_close_names(name: str, found: dict[str, Any]) -> str:
     return name + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
 
 
-def _check(name: str, alias: ModelAlias) -> str:
+def _check(name: str, alias: ModelAlias) -> dict[str, Any]:
     """One tiny prompt, waited for as long as the alias's ``timeout`` says (a run's calls wait as long; without one,
     the gateway's default): a fixed 60 s was too short for the embedded model on a busy CPU (its alias says 300)
-    and too long for an alias that says 3."""
+    and too long for an alias that says 3. Its outcome as fields, which ``--json`` prints as they are (it printed
+    the table's sentence, which a script had to parse)."""
     from operators.llm import LLMError, complete
 
     try:
         done = complete("Reply with the word OK.", model=name, max_tokens=8, timeout=alias.timeout, num_retries=0)
     except LLMError as err:
-        return f"failed: {err.message}"
-    return f"answered in {done.seconds:.2f} s ({done.prompt_tokens}+{done.completion_tokens} tokens): " \
-           f"{done.text.strip()[:40]!r}"
+        return {"answered": False, "error": err.message}
+    return {"answered": True, "seconds": round(done.seconds, 3), "prompt_tokens": done.prompt_tokens,
+            "completion_tokens": done.completion_tokens, "reply": done.text.strip()}
+
+
+def _check_text(check: dict[str, Any]) -> str:
+    """The check's outcome as the table says it."""
+    if not check["answered"]:
+        return f"failed: {check['error']}"
+    return f"answered in {check['seconds']:.2f} s ({check['prompt_tokens']}+{check['completion_tokens']} tokens): " \
+           f"{check['reply'][:40]!r}"

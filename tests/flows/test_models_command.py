@@ -36,8 +36,29 @@ def test_check_waits_as_long_as_the_aliases_timeout(fault_models, tmp_path, monk
     status, out = run_cli("models", "fault-slow", "--check", "--json")
     (row,) = json.loads(out)["models"]
     assert status == 0 and row["reachable"], row
-    assert row["check"].startswith("failed: model 'fault-slow'") and row["check"].endswith("no reply within 0.5 s")
+    assert not row["check"]["answered"] and row["check"]["error"].startswith("model 'fault-slow'"), row
+    assert row["check"]["error"].endswith("no reply within 0.5 s"), row
     assert time.perf_counter() - started < 4.5 and fault_models.attempts["slow"] == 1
+
+
+def test_check_json_gives_each_outcome_as_fields(fault_models, run_cli):
+    """``--check --json`` printed the check as the table's sentence ("answered in 0.01 s (5+4 tokens): 'Honey...'",
+    "failed: ..."), which a script had to parse: now one JSON document whose fields say it, the table unchanged."""
+    names = ("fault-ok", "fault-html", "fault-error", "fault-refused")
+    status, out = run_cli("models", *names, "--check", "--json")
+    rows = {row["alias"]: row for row in json.loads(out)["models"]}  # the whole of stdout is the document
+    assert status == 0 and sorted(rows) == sorted(names)
+    ok, html = rows["fault-ok"], rows["fault-html"]
+    assert ok["reachable"] is True and ok["why"] == f"a server answers on {fault_models.base}/ok/v1", ok
+    assert ok["check"]["answered"] is True and ok["check"]["reply"] == "Honey bees make honey [1].\nSources: 1", ok
+    assert ok["check"]["completion_tokens"] > 0 and ok["check"]["seconds"] >= 0, ok
+    assert html["reachable"] is True and html["check"]["answered"] is False, html
+    assert "reply is not valid JSON" in html["check"]["error"] and not html["check"]["error"].startswith("failed")
+    for gone in ("fault-error", "fault-refused"):  # not reachable: the reason as text, no prompt sent
+        assert rows[gone]["reachable"] is False and rows[gone]["why"] and "check" not in rows[gone], rows[gone]
+    status, out = run_cli("models", "fault-ok", "fault-html", "--check")
+    assert status == 0 and "answered in 0." in out and "'Honey bees make honey" in out, out
+    assert "failed: model 'fault-html'" in out, out
 
 
 def test_a_misspelt_alias_is_named_with_the_close_aliases(tmp_path, monkeypatch, capsys):
