@@ -38,6 +38,7 @@ from operators.sources._common import (
 )
 from operators.sources.csv_rows import LINE, BadRow
 from operators.sources.encoding import FileDecoder, NotLineText, line_decoder, undecodable
+from operators.sources.paths import warn_no_records
 
 #: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
 #: Arrow's for a broken Parquet file).
@@ -248,6 +249,7 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
                     continue
                 if not began and (whole := whole_file_problem(raw)):  # a JSON array, objects over several lines:
                     yield _file_failure(where, f"{where}: {whole}")  # one failure of the file, not one per line
+                    began = True  # said: not a file without records
                     break
                 began = True
                 record, error = _parse(raw, text_field, params.title_field, decode)
@@ -270,6 +272,8 @@ def read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field
                     return
             if batch:
                 yield from flush()
+            if not began:  # empty, or blank lines alone
+                warn_no_records(op, path)
         except (OSError, EOFError, zlib.error) as err:  # a gzip cut short or corrupt: the lines before it are read
             if batch:
                 yield from flush()

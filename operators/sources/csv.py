@@ -14,7 +14,7 @@ from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, Located, rebatch
 from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_rows_at
 from operators.sources.encoding import ENCODING_HELP, encoding_param
-from operators.sources.paths import resolve_paths
+from operators.sources.paths import resolve_paths, warn_no_records
 
 #: The files this source reads in a folder or a glob.
 SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
@@ -84,7 +84,9 @@ class CsvSource(Source):
                 yield BadRow(path, None, b"", "recorded as unreadable by a finished shard (it enters the index by a "
                              "retry)")
                 continue
+            read = False
             for item in iter_rows(path, self._format(), batch_rows=self.params.batch_rows, skip=skip(path), op=self):
+                read = True
                 if isinstance(item, BadRow):
                     yield item
                     continue
@@ -99,6 +101,8 @@ class CsvSource(Source):
                 yield Located(path, docs)
                 if left == 0:
                     return
+            if not read:  # empty, or its header row alone
+                warn_no_records(self, path)
 
     def read_rows_at(self, path: str, lines: Collection[int]) -> dict[int, pa.Table | BadRow]:
         """The row of ``path`` that begins on each of ``lines``, read again (``--retry-failed``) in one pass over the

@@ -141,5 +141,28 @@ def warn_dangling(paths: list[Path], op: Any) -> None:
                        op.name, op.step_id, len(dangling), shown)
 
 
+def relative_name(path: Path, pattern: str) -> str:
+    """``path``'s name in a source's documents: its path from the folder ``pattern`` names (a folder itself, a
+    glob's folders before its first wildcard, a file's own folder), with its suffix."""
+    try:
+        return path.relative_to(path_root(pattern)).as_posix()
+    except ValueError:  # not under the root (a symlink resolved elsewhere): its name alone
+        return path.name
+
+
+def warn_no_records(op: Any, path: str | Path) -> None:
+    """A file of records that holds none (empty, a CSV's header row alone, a JSONL file of blank lines) gives no
+    document: named in one warning line, as a text file without text is, once a run (a sync reads the source
+    again). Among others it gave no word before, so a user missed that it held nothing."""
+    pattern = getattr(op.params, "path", None)
+    if pattern and os.path.isfile(os.path.expanduser(pattern)):
+        return  # the file is the whole source: ingestion says it "holds no documents", naming it
+    name = relative_name(Path(path), pattern) if pattern else Path(path).name
+    said = op.__dict__.setdefault("_no_records", set())
+    if name not in said:
+        said.add(name)
+        logger.warning("%s: no records: no document", name)
+
+
 def is_gzip(path: str | Path) -> bool:
     return str(path).lower().endswith(".gz")

@@ -15,7 +15,7 @@ from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
 from operators.sources._common import rebatch
-from operators.sources.paths import path_root, resolve_paths
+from operators.sources.paths import relative_name, resolve_paths
 
 log = logging.getLogger("tessera.sources")
 
@@ -72,15 +72,6 @@ class PdfSource(Source):
 
     def _documents(self, path: Path) -> list[dict[str, Any]]:
         return pdf_documents(path, relative_name(path, self.params.path), self.params.unit, op=self)
-
-
-def relative_name(path: Path, pattern: str) -> str:
-    """``path``'s name in a source's documents: its path from the folder ``pattern`` names (a folder itself, a
-    glob's folders before its first wildcard, a file's own folder), with its suffix."""
-    try:
-        return path.relative_to(path_root(pattern)).as_posix()
-    except ValueError:  # not under the root (a symlink resolved elsewhere): its name alone
-        return path.name
 
 
 def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[dict[str, Any]]:
