@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, add_set_argument,
+from flows.commands._support import (EXIT_INTERNAL, EXIT_OK, CliError, add_cache_dir_argument, add_set_argument,
                                      console, escape, TableRows, load_flow, positive_int, print_json,
                                      refuse_cache_dir_without_cache, say_reading_the_terminal, step_cache)
 from flows.commands.job_paths import check_job_paths
 from operators.errors import short_repr
+from operators.generate.answer_stream import ANSWER_OP
 
 
 #: ``tessera run --help``'s examples (tests/flows/test_cli_parsing.py parses each); make demo's index.
@@ -177,7 +178,26 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
                   + (f" and {answers} {whose} answers and metadata to "
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
     _print(args, result, queries, out_path, answers)
+    if (failed := _no_answer_written(flow, result, queries)) is not None:  # printed and written all the same
+        print(f"tessera: error: {failed}", file=sys.stderr, flush=True)
+        return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _no_answer_written(flow, result, queries) -> str | None:
+    """Why a run of a flow that answers wrote no answer for any query (each one's answer step degraded: the model
+    unreachable, every reply junk), as ``tessera ingest`` fails when every document did: it exited 0 with a warning,
+    and a script read the run as done. None when one query was answered (or declined: the no-answer text), or the
+    flow answers nothing."""
+    if not any(op.name == ANSWER_OP for op in flow.operators.values()) or "qid" not in queries.column_names:
+        return None
+    held = [result.metadata.get(qid) or {} for qid in dict.fromkeys(queries.column("qid").to_pylist())]
+    if not held or any(isinstance(meta.get("answer"), str) for meta in held):
+        return None
+    first = next((meta["degraded"] for meta in held if meta.get("degraded")), None)
+    reason = first.get("reason") if isinstance(first, dict) else first
+    return (f"no answer was written: the answer step failed for all {len(held)} queries"
+            + (f" (the first: {reason})" if reason else "") + "; the results hold what the other steps found")
 
 
 #: What a user who named these as --out meant: one JSON document (``--out r.json``), or stdout (``--out -``).

@@ -125,7 +125,7 @@ def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monke
         check_env(Flow.load(spec).built)
     status, out = run_cli("run", spec, "--queries", "honey bees", "--json", "--quiet", "--no-cache")
     degraded = json.loads(out)["metadata"]["1"]["degraded"]
-    assert status == 0 and degraded["step"] == "answer"
+    assert status == 1 and degraded["step"] == "answer"  # no answer at all: a failed run, its rows printed
     assert degraded["reason"].startswith(f"connection: model 'gone_api' (openai/x at http://127.0.0.1:{port}/v1): "
                                          "connection refused: no server listens there; start it"), degraded
     status, out = run_cli("models", "gone_api", "--check", "--json")
@@ -170,3 +170,22 @@ def test_the_cli_says_an_answer_was_cut_only_when_max_tokens_fell_in_it(fault_mo
                           "what do bees make honey from", "--no-cache")
     assert status == 0 and "answer: Flower nectar" in out, out
     assert ("cut off at the step's max_tokens" in out) is cut and "finish_reason" not in out
+
+
+def test_a_run_that_wrote_no_answer_at_all_fails_as_an_ingest_of_no_document_does(fault_models, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """Every query's answer step degraded (the model answers HTTP 500): the run printed its rows and a warning, and
+    exited 0, so a script read it as done. It exits 1 now, saying why in one line; one answer is enough for 0."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    spec = answer_spec(tmp_path, "fault-error", num_retries=0)
+    status = main(["run", spec, "--queries", "honey bees", "--queries", "opera singers", "--no-cache", "--json"])
+    printed = capsys.readouterr()
+    assert status == 1, printed.err
+    assert json.loads(printed.out)["rows"], printed.out  # the results are printed all the same
+    said = [line for line in printed.err.splitlines() if line.startswith("tessera: error: ")]
+    assert len(said) == 1 and said[0].startswith("tessera: error: no answer was written: the answer step failed for "
+                                                 "all 2 queries (the first: "), printed.err
+    assert "the fault server failed on purpose" in said[0], said
+    assert main(["run", answer_spec(tmp_path, "fault-ok"), "--queries", "honey bees", "--no-cache"]) == 0
