@@ -150,8 +150,10 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
             checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
             kind = failure_kind(err)
-            detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
-                      if kind == "timeout" and not alias.embedded else failure_detail(err))
+            # the timeout bounds each wait for the server's next bytes, not the call: "no reply within 3 s" was said
+            # of a call a server had kept going for a minute, a byte now and then
+            detail = (f"the server sent nothing for {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s "
+                      "(the timeout)" if kind == "timeout" and not alias.embedded else failure_detail(err))
             if detail == "connection refused":  # say what to do: most often a local server not started
                 from operators.llm.reachable import refused_hint
 

@@ -39,7 +39,7 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
     ("huge", True, "api", "the reply passed 4,096 characters, more than max_tokens=64 allows"),
     ("echo", False, "api", "the model sent the prompt back (an echo), not an answer"),
     ("echo", True, "api", "the model sent the prompt back (an echo), not an answer"),
-    ("slow", False, "timeout", "no reply within 0.2 s"),
+    ("slow", False, "timeout", "the server sent nothing for 0.2 s (the timeout)"),
     # a reply the provider's filter stopped was the answer, a summary, a query
     ("filtered", False, "api", "the provider's content filter stopped the reply (finish reason content_filter), so it "
                                "is not an answer"),
