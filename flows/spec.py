@@ -282,17 +282,25 @@ class Flow:
         if isinstance(input_columns, (str, bytes)):  # "qid" was read as the columns q, i and d
             raise SpecError(f"input_columns is a collection of column names, not the text {input_columns!r}: "
                             f"give [{input_columns!r}]", field="input_columns")
-        errors = spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
-                                             input_columns)
-        if errors:
-            raise errors[0] if self.spec._origin is None else self.spec._origin.locate(errors[0])
+        self._refuse_first(spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
+                                                       input_columns))
 
     def check_filters(self) -> None:
         """Refuse, before anything runs, a needed retriever whose ``filter`` names a column its index does not hold
-        (``spec_checks.filters_outside_index``). The executors ask it before the first step; building or saving a
-        flow does not: a flow saved for its index's columns may search another index than the one known then."""
-        errors = [error for step in self.needed_steps()
-                  for error in spec_checks.filters_outside_index(step, self.operators[step])]
+        (``spec_checks.filters_outside_index``). An executor asks it before the first step (``check_input``);
+        building or saving a flow does not: a flow saved for its index's columns may search another index than the
+        one known then."""
+        self._refuse_first([error for step in self.needed_steps()
+                            for error in spec_checks.filters_outside_index(step, self.operators[step])])
+
+    def check_input(self, input_columns: Collection[str]) -> None:
+        """What an executor refuses before the first step runs: a column no step above can bring from its input's
+        ``input_columns`` (``check_columns``), a retriever's filter on a column its index lacks (``check_filters``)."""
+        self.check_columns(input_columns)
+        self.check_filters()
+
+    def _refuse_first(self, errors: list[SpecError]) -> None:
+        """Raise the first of ``errors``, located in the spec's file where it was read from one."""
         if errors:
             raise errors[0] if self.spec._origin is None else self.spec._origin.locate(errors[0])
 

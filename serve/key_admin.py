@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.key_revocations import revocation, revoke, revoked_rows
+from flows.key_revocations import revocation, revoke, revoked_hashes, revoked_rows
 from serve import auth
 from serve.errors import ApiError
 from serve.index_admin import require_admin
@@ -44,7 +44,7 @@ def revoke_id(service: Any, key_id: str, tenant: str) -> dict[str, Any]:
     service.revocations.forget()  # this replica refuses it from the next request
     with service.store.engine.connect() as conn:
         row = written or revocation(conn, digest)
-        revoked = {r["sha256"] for r in revoked_rows(conn)}
+        revoked = revoked_hashes(conn)
     admins_left = sum(1 for known, kid in keys.items() if kid in service.admins and known not in revoked)
     return {"id": key_id, "revoked": True, "changed": written is not None,
             "revoked_at": row["revoked"], "revoked_by": row["by"], "admins_left": admins_left}

@@ -13,7 +13,6 @@ import getpass
 import re
 import secrets
 import sys
-from pathlib import Path
 
 from flows.commands import keys_revoke
 from flows.commands._support import EXIT_OK, CliError, print_json, show_help
@@ -98,7 +97,9 @@ def _cmd_new(args: argparse.Namespace) -> int:
 def own_config_hint() -> str:
     """Where a user whose folder has no ./serve/config.yaml (Tessera installed from a wheel) gets a config to add the
     entry to: the packaged one sits inside site-packages, which a reinstall replaces."""
-    if Path("serve/config.yaml").is_file():
+    from flows.commands.serve import LOCAL_CONFIG
+
+    if LOCAL_CONFIG.is_file():
         return ""
     return ("  (no ./serve/config.yaml here: tessera serve --print-config > serve.yaml writes the one tessera serve "
             "runs; add the line there, then tessera serve --config serve.yaml)\n")

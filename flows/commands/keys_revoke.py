@@ -61,10 +61,10 @@ def register(ksub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
 
 def config_keys(source: Path | None) -> tuple[Path, list[Key], list[str]]:
     """The config file, the keys of each of its services with their task stores, and those stores."""
-    from flows.commands.serve import PACKAGED_CONFIG, read_config, with_env_keys
+    from flows.commands.serve import config_source, read_config, with_env_keys
     from flows.task_store_url import absolute_task_store_url, default_task_store_url
 
-    source = source or (Path("serve/config.yaml") if Path("serve/config.yaml").is_file() else PACKAGED_CONFIG)
+    source = config_source(source)
     config = read_config(source)
     if problem := env_keys_problem(os.environ):
         raise CliError(problem, field=KEYS_ENV)

@@ -38,7 +38,14 @@ from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem,
 from operators.errors import SettingError
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
+LOCAL_CONFIG = Path("serve/config.yaml")
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
+
+
+def config_source(given: Path | None) -> Path:
+    """The Serve config ``tessera serve`` runs, and in which ``tessera keys`` finds its keys and task store: ``given``,
+    else ./serve/config.yaml, else the packaged one."""
+    return given or (LOCAL_CONFIG if LOCAL_CONFIG.is_file() else PACKAGED_CONFIG)
 #: Settings the app and its replicas read, copied from this environment into ``runtime_env.env_vars`` when set
 #: (``TESSERA_HOME`` and ``TESSERA_OUTBOUND`` always are). Paths among them are made absolute here.
 CARRIED = ("TESSERA_ALLOW_HOSTS", "TESSERA_ALLOW_ENV", "TESSERA_MODELS", "TESSERA_LLM_THREADS",
@@ -68,7 +75,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def handle(args: argparse.Namespace) -> int:
     require_extra("serve", ("fastapi", "starlette"))
-    source = args.config or (Path("serve/config.yaml") if Path("serve/config.yaml").is_file() else PACKAGED_CONFIG)
+    source = config_source(args.config)
     config = read_config(source)
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
     carry_environment(config, os.environ)

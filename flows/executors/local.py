@@ -49,8 +49,7 @@ class LocalExecutor:
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         outputs: dict[str, pa.Table] = {}
         flow_input = as_queries(queries)
-        flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
-        flow.check_filters()  # a retriever's filter on a column its index lacks: before the steps in front of it
+        flow.check_input(flow_input.column_names)  # columns no step brings, filters the index cannot take
         # a step placed on a deployment that is not there: said before the steps in front of it run
         placed = {s: placed_operator(flow.operators[s], flow.spec.steps[s].placement) for s in state.steps}
         remaining = {s: sum(1 for c in flow.consumers[s] if c in state.steps) for s in state.steps}

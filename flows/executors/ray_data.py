@@ -109,8 +109,7 @@ class RayDataExecutor:
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         flow_input = as_queries(queries)
         state.input_rows = flow_input.num_rows
-        flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
-        flow.check_filters()  # a retriever's filter on a column its index lacks: before the steps in front of it
+        flow.check_input(flow_input.column_names)  # columns no step brings, filters the index cannot take
         state.cancel.raise_if_cancelled()
         self.start()
         check_plugins_on_workers(flow, state.steps)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from typing import Any
+from typing import Any, Iterable
 
 logger = logging.getLogger("tessera.sources")
 
@@ -69,24 +69,30 @@ _warned_closed: set[str] = set()
 def _warn_closed(errors: list[OSError], op: Any) -> None:
     """One warning naming the folders below the walk that it could not list (their mode, a folder gone meanwhile),
     and why: their files are not read."""
-    new = sorted({str(e.filename): e for e in errors if e.filename is not None
-                  and os.path.abspath(e.filename) not in _warned_closed}.items())
-    _warned_closed.update(os.path.abspath(name) for name, _ in new)
-    if new:
-        where = f"{op.name} [{op.step_id}]: " if op is not None else ""
-        shown = ", ".join(f"{name} ({e.strerror or e})" for name, e in new[:5]) + (", ..." if len(new) > 5 else "")
+    why = {str(e.filename): e for e in errors if e.filename is not None}
+    if new := _not_warned_yet(why, _warned_closed):
+        shown = ", ".join(f"{name} ({why[name].strerror or why[name]})" for name in new[:5]) + \
+            (", ..." if len(new) > 5 else "")
         logger.warning("%sleft out %d folder(s) that could not be listed, with every file below them: %s",
-                       where, len(new), shown)
+                       _where(op), len(new), shown)
 
 
 def _warn(looped: list[str], op: Any) -> None:
-    new = sorted(link for link in set(looped) if os.path.abspath(link) not in _warned)
-    _warned.update(os.path.abspath(link) for link in new)
-    if new:
-        where = f"{op.name} [{op.step_id}]: " if op is not None else ""
+    if new := _not_warned_yet(looped, _warned):
         shown = ", ".join(f"{link} -> {_target(link)}" for link in new[:3]) + (", ..." if len(new) > 3 else "")
         logger.warning("%snot read again below %d link(s) to a folder that holds them (a loop; each file is read "
-                       "once, by its path without the link): %s", where, len(new), shown)
+                       "once, by its path without the link): %s", _where(op), len(new), shown)
+
+
+def _not_warned_yet(paths: Iterable[str], warned: set[str]) -> list[str]:
+    """The ``paths`` this process has not warned of yet (by absolute path), sorted; from now on it has."""
+    new = sorted(path for path in set(paths) if os.path.abspath(path) not in warned)
+    warned.update(os.path.abspath(path) for path in new)
+    return new
+
+
+def _where(op: Any) -> str:
+    return f"{op.name} [{op.step_id}]: " if op is not None else ""
 
 
 def _target(link: str) -> str:
