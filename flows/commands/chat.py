@@ -36,8 +36,6 @@ from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answe
 from operators.store.layout import DEMO_INDEX, MANIFEST, SAMPLE_NAME, default_index
 from operators.unicode import blank
 
-
-
 #: ``tessera chat --help``'s examples (tests/flows/test_cli_parsing.py parses each).
 EXAMPLES = ("tessera chat", "tessera chat rag_multihop --index NAME --model gemma2",
             "tessera chat --json < questions.txt > answers.jsonl")
@@ -185,8 +183,8 @@ def _print_not_asked_line(question: str, why: str) -> None:
 def _answering_flow(args: argparse.Namespace) -> Any:
     """The flow, its index filled in and the model set; a usage error when it does not answer or lacks an index."""
     index = args.index
-    if index is None and (Path(default_index()) / MANIFEST).is_file():
-        index = default_index()
+    if index is None and (Path(candidate := default_index()) / MANIFEST).is_file():
+        index = candidate
     flow, _ = load_flow(args.flow, index=index, given=args.index, settings=args.set)
     if not any(op.name == ANSWER_OP for op in flow.operators.values()):
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "

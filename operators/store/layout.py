@@ -43,8 +43,9 @@ def default_index() -> str:
     """The index read when none is named: ``make demo``'s in the working folder, else ``$TESSERA_HOME``'s ``sample``
     when it is there (a user of an installed wheel makes it with ``tessera ingest --index sample`` from any folder,
     and the working folder's was looked for in vain); ``DEMO_INDEX`` when neither is, for the message to name."""
-    if not (Path(DEMO_INDEX) / MANIFEST).is_file() and (resolve_index(SAMPLE_NAME) / MANIFEST).is_file():
-        return str(resolve_index(SAMPLE_NAME))
+    home_sample = resolve_index(SAMPLE_NAME)
+    if not (Path(DEMO_INDEX) / MANIFEST).is_file() and (home_sample / MANIFEST).is_file():
+        return str(home_sample)
     return DEMO_INDEX
 
 
