@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -38,6 +39,36 @@ CREATE TABLE IF NOT EXISTS files (
     used REAL NOT NULL
 );
 """
+
+
+WAIT_FOR_LOCK_S = 60.0  # how long an open waits for others' locks (SQLite's busy timeout, and the retries below)
+
+
+def _connect_when_free(database: Path) -> sqlite3.Connection:
+    """A connection to ``database`` in WAL mode with the cache's tables, waiting for other processes opening it.
+
+    Why the retries: where several processes open a fresh cache at once, switching it to WAL or creating the tables
+    can fail at once with "database is locked" without SQLite calling its busy handler (the switch needs the file to
+    itself), so the busy timeout alone does not wait.
+    """
+    deadline = time.monotonic() + WAIT_FOR_LOCK_S
+    pause = 0.01
+    while True:
+        conn = sqlite3.connect(database, timeout=WAIT_FOR_LOCK_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(SCHEMA)
+            return conn
+        except sqlite3.OperationalError as err:
+            conn.close()
+            if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 class CacheDatabase:
@@ -104,17 +135,16 @@ class CacheDatabase:
         try:
             (root / "data").mkdir(parents=True, exist_ok=True)
             write_marker(root)
-            conn = sqlite3.connect(root / "index.sqlite", timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(SCHEMA)
+            return _connect_when_free(root / "index.sqlite")
+        except sqlite3.OperationalError as err:  # a lock held past the wait, a disk error: not the file's fault
+            raise CacheError(f"cache directory {root}: {root / 'index.sqlite'} could not be opened ({err})",
+                             field="cache_dir") from None
         except sqlite3.DatabaseError as err:
             raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
                              "give another --cache-dir", field="cache_dir") from None
         except OSError as err:
             where = f"{err.filename}: " if err.filename else ""
             raise CacheError(f"cache directory {root}: {where}{err.strerror or err}", field="cache_dir") from None
-        return conn
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection | None]:

@@ -16,6 +16,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from operators.atomic import replaced_by, write_text
+
 #: The file that says a directory is a Tessera step cache.
 MARKER = "tessera-cache.json"
 #: The folder's layout this release writes and reads, recorded in ``MARKER``: a later one is refused (``later_layout``),
@@ -26,14 +28,15 @@ OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "in
 
 
 def holds_other_files(root: Path) -> bool:
-    """Whether the folder ``root`` holds anything the cache did not write."""
-    return any(e.name not in (*OWN_FILES, "data") for e in os.scandir(root))
+    """Whether the folder ``root`` holds anything the cache did not write (a marker being written is the cache's)."""
+    return any(e.name not in (*OWN_FILES, "data") and replaced_by(e.name) != MARKER for e in os.scandir(root))
 
 
 def write_marker(root: Path) -> None:
-    """Mark ``root`` as a step cache (once; an existing marker is kept)."""
+    """Mark ``root`` as a step cache (once; an existing marker is kept). Written whole, since another process
+    opening the same new cache reads it (``later_layout``) at any moment."""
     if not (root / MARKER).exists():
-        (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": LAYOUT}) + "\n")
+        write_text(root / MARKER, json.dumps({"tessera": "step cache", "layout": LAYOUT}) + "\n")
 
 
 def later_layout(root: Path) -> str | None:
