@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Mapping
 from flows.env_check import MissingEnvError, check_env, operator_env  # noqa: F401
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
-from operators.errors import SpecError
+from operators.errors import SpecError, see_docs
 from operators.models.colbert_checks import check_colbert
 from operators.models.cross_encoders import check_cross_encoder
 from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError, WrongModelKindError
@@ -307,8 +307,8 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
             def message(made_for: str, found: str) -> str:
                 return (f"flow {need.flow} is made for an index embedded with '{made_for}' (its index_settings."
                         f"encoder), but step {need.step} searches an index embedded with '{found}': ingest an index "
-                        f"with an ingest spec whose index_settings.encoder is '{made_for}' (docs/ingestion.md), or "
-                        "run a flow made for this index (hybrid, dense)")
+                        f"with an ingest spec whose index_settings.encoder is '{made_for}', or run a flow made for "
+                        f"this index (hybrid, dense); see {see_docs('ingestion')}")
 
             raise IndexEncoderError(message(wanted, need.reference),
                                     public=message(public_name(wanted), public_name(need.reference)),

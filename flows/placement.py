@@ -32,7 +32,7 @@ from flows.served_steps import (EMBED_CHUNK, TIMEOUT_S, ServedEmbedder, ServedLL
                                 ServedReranker, answer, call_timeout_s, cancelled_by_serve, replica_lost, retrying)
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-from operators.errors import FlowCancelled, OperatorError
+from operators.errors import FlowCancelled, OperatorError, see_docs
 from operators.llm.aliases import ModelAlias, resolve
 from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams
@@ -126,7 +126,7 @@ def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
     except TimeoutError as err:  # Serve holds a call until a replica runs
         raise NoReplica(f"{where} did not answer within {INFO_TIMEOUT_S:g} s: it has no running replica yet (one "
                         "may still be loading its model, or the cluster lacks the CPUs or GPUs its replicas reserve: "
-                        "`serve status` says which; docs/serving.md)", step=op.step_id, op=op.name) from err
+                        f"`serve status` says which); see {see_docs('serving')}", step=op.step_id, op=op.name) from err
     except Exception as err:  # noqa: BLE001
         if cancelled_by_serve(err):  # the request that asked was cancelled: not a deployment to ask something else
             raise FlowCancelled(f"{where}: the request that asked was cancelled", step=op.step_id, op=op.name) from err

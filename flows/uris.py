@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from operators.errors import SpecError
+from operators.errors import SpecError, see_docs
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def local_path(value: str | None, field: str) -> str | None:
     check_scheme(value, field)
     if not value.lower().startswith("file://"):
         raise SpecError(f"--{field} '{value}' must be a local or mounted path (or file://): it is opened as files; "
-                        "mount the bucket on every node (docs/cluster.md)", field=field)
+                        f"mount the bucket on every node; see {see_docs('cluster')}", field=field)
     return filesystem(value, field)[1]
 
 

@@ -1,5 +1,6 @@
 """How an error says what it refuses: a value on one line or bounded, a file name that is not UTF-8, a misspelt
-name's close matches ("did you mean 'k'?"); and the error of a kind in a chain a library wrapped.
+name's close matches ("did you mean 'k'?"); the error of a kind in a chain a library wrapped; and the pointer to a
+documentation page (``see_docs``).
 
 Why apart from ``operators.errors``: these name no error class; the hierarchy there, and every module that words a
 message (specs, params, the service, the CLI), use them. ``operators.errors`` re-exports them.
@@ -121,3 +122,10 @@ def is_typo_of(name: str, known: str) -> bool:
 
     slips = max(1, max(len(name), len(known)) // 4)
     return OSA.distance(name.lower(), known.lower(), score_cutoff=slips) <= slips
+
+
+def see_docs(page: str, heading: str = "") -> str:
+    """``docs/llm.md, Model aliases (`tessera docs llm`)``: where a message sends its reader, with the command that
+    prints the page, which works where no ``docs/`` folder is (Tessera installed from a wheel, whose pages are in
+    ``share/tessera/docs``). tests/test_docs_command.py checks that each page and heading named so exists."""
+    return f"docs/{page}.md{', ' + heading if heading else ''} (`tessera docs {page}`)"

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 # one_line, short_repr, did_you_mean and the rest re-exported: they lived here before ``error_text``
 from operators.error_text import (close_names, did_you_mean, in_chain, is_typo_of, one_line,  # noqa: F401
-                                  short_repr, shown_json, shown_name, unknown_name_hint, values_as_json)
+                                  see_docs, short_repr, shown_json, shown_name, unknown_name_hint, values_as_json)
 
 
 class TesseraError(Exception):

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.base import Operator
-from operators.errors import UnknownOperatorError, close_names, did_you_mean, short_repr
+from operators.errors import UnknownOperatorError, close_names, did_you_mean, see_docs, short_repr
 from operators.imported_code import remember_stamps
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_class, add_plugin_module, check_aliases, env_module_names, import_plugin,
@@ -234,8 +234,8 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     close = list(dict.fromkeys(known[key] for key in [*close_names(name, known), *close_names(rest, known)]))
     if category is not None and category not in {cls.category() for cls in ops.values()}:
         hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "
-                f"{ENV_VAR}=<module> or its package's entry point (group {ENTRY_POINT_GROUP}); see docs/operators.md"
-                + (f" ({did_you_mean(close)})" if close else ""))
+                f"{ENV_VAR}=<module> or its package's entry point (group {ENTRY_POINT_GROUP})"
+                + (f" ({did_you_mean(close)})" if close else "") + f"; see {see_docs('operators')}")
     else:
         hint = f"; {did_you_mean(close)}" if close else f"; known operators: {', '.join(ops)}"
     raise UnknownOperatorError(f"unknown operator '{name}'{hint}", step=step, field="op")

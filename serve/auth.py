@@ -27,6 +27,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 # LOCAL_TENANT: the tenant of every request when no keys are configured, an id no key may have
 from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
+from operators.errors import see_docs
 from serve.errors import error_response
 from serve.middleware import HttpMiddleware, StartTracker
 from serve.revocations import RevocationsUnreadable
@@ -157,7 +158,8 @@ def declare_keys(schema: dict[str, Any]) -> dict[str, Any]:
     has an "Authorize" button, and the calls tried from it send the key."""
     if _settings["keys"]:
         schema.setdefault("components", {})["securitySchemes"] = {"apiKey": {
-            "type": "http", "scheme": "bearer", "description": "an API key of the service (docs/security.md)"}}
+            "type": "http", "scheme": "bearer", "description": f"an API key of the service: see {see_docs('security')}",
+        }}
         for path, operations in schema.get("paths", {}).items():
             if not is_open(path):
                 for operation in operations.values():

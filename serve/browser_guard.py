@@ -32,6 +32,7 @@ import socket
 
 from starlette.types import Receive, Scope, Send
 
+from operators.errors import see_docs
 from serve import auth
 from serve.errors import error_response
 from serve.middleware import HttpMiddleware
@@ -119,8 +120,9 @@ class LocalBrowsers(HttpMiddleware):
             log.info("refused %s %s: Host %r is not this machine", scope.get("method"), scope.get("path"), host)
             await error_response(403, f"Host '{host}' is not this machine: this service has no API keys, so it "
                                  "answers requests to localhost or a loopback address only (a web page that rebinds "
-                                 "its own name to this machine is refused); configure API keys (docs/security.md) "
-                                 "to serve other names", param="Host", code="host_not_allowed")(scope, receive, send)
+                                 "its own name to this machine is refused); configure API keys to serve other names: "
+                                 f"see {see_docs('security')}", param="Host",
+                                 code="host_not_allowed")(scope, receive, send)
             return
         page = scope.get("method") in ("GET", "HEAD") and auth.is_open(auth.route_path(scope))
         header = None if page else foreign_origin(headers, scope.get("scheme", "http"), host)
@@ -128,8 +130,8 @@ class LocalBrowsers(HttpMiddleware):
             log.info("refused %s %s: sent from another origin (%s)", scope.get("method"), scope.get("path"), header)
             await error_response(403, f"a request from another origin (its {header} header): this service has no API "
                                  "keys, so it answers its own web UI and clients that are not browsers only (any "
-                                 "page could otherwise act as this machine's user); configure API keys "
-                                 "(docs/security.md) to call it from other pages", param=header,
+                                 "page could otherwise act as this machine's user); configure API keys to call it "
+                                 f"from other pages: see {see_docs('security')}", param=header,
                                  code="cross_origin")(scope, receive, send)
             return
         await self.app(scope, receive, send)

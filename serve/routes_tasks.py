@@ -20,6 +20,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from operators.errors import see_docs
 from operators.unicode import unicode_problem
 from serve import service as svc
 from serve.auth import LOCAL_TENANT
@@ -33,7 +34,7 @@ router = APIRouter(tags=["tasks"])
 #: ends within 0.3 s), then less often, up to every 0.2 s.
 RUN_POLL_FIRST_S, RUN_POLL_S = 0.02, 0.2
 
-TASK_BODY = Body(..., description="A mosaicRAG request or Tessera's native body (see docs/serving.md).",
+TASK_BODY = Body(..., description=f"A mosaicRAG request or Tessera's native body: see {see_docs('serving')}.",
                  openapi_examples={
                      "native": {"summary": "Tessera", "value": {"flow": "hybrid", "query": "honey bees"}},
                      "mosaic": {"summary": "mosaicRAG", "value": {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,8 @@ from tests.test_packaging import ROOT, _tracked_data_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
-#: What a wheel is built from: the packages and the files pyproject.toml reads.
-SOURCES = ("flows", "operators", "serve", "pyproject.toml", "README.md", "LICENSE")
+#: What a wheel is built from: the packages and the files pyproject.toml reads (docs/: its data-files).
+SOURCES = ("flows", "operators", "serve", "docs", "pyproject.toml", "README.md", "LICENSE")
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
@@ -61,7 +62,7 @@ def installed(tmp_path_factory) -> dict:
     user.mkdir()
     env |= {"TESSERA_HOME": str(work / "home"), "COLUMNS": "160"}
     return {"tessera": str(venv / "bin" / "tessera"), "python": str(venv / "bin" / "python"), "site": site,
-            "user": user, "env": env}
+            "user": user, "env": env, "venv": venv}
 
 
 def tessera(installed: dict, *args: str, check: int = 0) -> subprocess.CompletedProcess:
@@ -109,3 +110,19 @@ def test_what_the_errors_tell_a_user_of_the_wheel_is_something_he_can_do(install
     corpus = tessera(installed, "run", "c.yaml", "--queries", "honey", check=2)
     assert f"corpus file not found: data/sample/corpus.jsonl (looked in {installed['user']})" in corpus.stderr
     assert "site-packages" not in corpus.stderr
+
+
+def test_the_page_an_error_points_to_opens_with_the_command_it_names(installed):
+    """``see docs/operators.md`` led a user of the wheel nowhere: it has no docs/. The wheel installs the pages in the
+    venv's share/tessera/docs, and the pointer names the command that prints them from any folder."""
+    pages = (installed["venv"] / "share" / "tessera" / "docs").resolve()
+    (installed["user"] / "p.yaml").write_text("name: p\nsteps:\n  r: {op: mylab.search}\n")
+    refused = tessera(installed, "run", "p.yaml", "--queries", "honey", check=2).stderr
+    pointer = re.search(r"see docs/(\w+)\.md \(`tessera docs (\w+)`\)", refused)
+    assert pointer and pointer.group(1) == pointer.group(2) == "operators", refused
+    shown = tessera(installed, "docs", pointer.group(2)).stdout
+    assert shown == (ROOT / "docs" / "operators.md").read_text(encoding="utf-8")
+    assert tessera(installed, "docs", "docs/caching.md", "--path").stdout == f"{pages / 'caching.md'}\n"
+    listed = tessera(installed, "docs").stdout.splitlines()
+    assert listed[0] == f"{len(list((ROOT / 'docs').glob('*.md')))} pages in {pages} (tessera docs PAGE prints one):"
+    assert "  caching        The step cache" in listed, listed

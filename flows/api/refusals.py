@@ -12,7 +12,7 @@ import contextlib
 from typing import Any, Iterator
 
 from operators.errors import (MissingAttributeError, SpecError, TesseraError, close_names, did_you_mean,
-                             short_repr, unknown_name_hint)
+                             see_docs, short_repr, unknown_name_hint)
 
 
 @contextlib.contextmanager
@@ -56,7 +56,7 @@ def no_attribute(index: Any, name: str) -> UnknownAttributeError:
     if name in OTHER_WORDS:  # the store's upsert and delete_documents take chunks with vectors, ids alone
         said = f"; {OTHER_WORDS[name]}"
     elif hasattr(type(index.store), name):
-        said = f"; the index's store has it: index.store.{name} (operators.store.Index, docs/indices.md)"
+        said = f"; the index's store has it: index.store.{name} (operators.store.Index); see {see_docs('indices')}"
     else:
         known = sorted({"store", "report", *(a for a in dir(type(index)) if not a.startswith("_"))})
         hint = did_you_mean(close_names(name, known))
@@ -71,7 +71,8 @@ FLOW_WORDS = {"search": _RUN, "transform": _RUN, "query": _RUN, "invoke": _RUN, 
               "compile": "a flow is checked and built when it is loaded (flow.built); nothing is left to compile"}
 ALGEBRA = ("there is no operator algebra on flows (PyTerrier's >>, +, %): a pipeline is a spec, where >> is a step "
            "after another, + two branches fanned in to fuse.weighted (or fuse.rrf), and % a postprocess.reduce step "
-           "with k; Flow.load takes the spec as a dict (docs/python.md, docs/flows.md#inputs-and-fan-in)")
+           f"with k; Flow.load takes the spec as a dict: see {see_docs('python')} and "
+           f"{see_docs('flows', 'Inputs and fan-in')}")
 
 
 class NoAlgebraError(SpecError, TypeError):

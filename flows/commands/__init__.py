@@ -38,7 +38,8 @@ from operators.redact import install_log_redaction
 DEBUG_ON, DEBUG_OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 #: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
-SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve", "keys")
+SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve", "keys",
+               "docs")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

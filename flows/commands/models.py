@@ -13,6 +13,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, print_json
+from operators.errors import see_docs
 
 if TYPE_CHECKING:
     from operators.llm.aliases import ModelAlias
@@ -80,7 +81,7 @@ def handle(args: argparse.Namespace) -> int:
     out.print(table)
     user = user_file()
     out.print(f"aliases: {escape(str(user)) if user else 'packaged only'} (override in $TESSERA_HOME/models.yaml "
-              "or the file named by $TESSERA_MODELS; docs/llm.md)")
+              f"or the file named by $TESSERA_MODELS); see {see_docs('llm', 'Model aliases')}")
     return EXIT_OK
 
 

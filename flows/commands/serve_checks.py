@@ -19,7 +19,7 @@ from typing import Any
 
 from flows.commands._support import CliError
 from operators.error_text import close_names
-from operators.errors import unknown_name_hint
+from operators.errors import see_docs, unknown_name_hint
 
 
 def _fields(schema: type) -> set[str]:
@@ -106,7 +106,8 @@ def home_readable_by_others(config: dict, home: Path) -> str | None:
         return None
     return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}): the service makes its "
             "own files private, but others can list the names of the keys' indices, uploads and saved flows, and "
-            f"read what was written there before this version or by the CLI: chmod 700 {home} (docs/security.md)")
+            f"read what was written there before this version or by the CLI: chmod 700 {home}; see "
+            f"{see_docs('security')}")
 
 
 def checked_address(address: str | None) -> str | None:

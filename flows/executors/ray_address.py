@@ -33,7 +33,7 @@ import os
 import socket
 from typing import Mapping
 
-from operators.errors import TesseraError
+from operators.errors import TesseraError, see_docs
 
 #: How long the probe waits for the address to accept a connection, and then for Ray's answer.
 PROBE_SECONDS = 5.0
@@ -41,7 +41,7 @@ PROBE_SECONDS = 5.0
 LOCAL = ("", "local", "auto")
 #: Of those, the ones for which Ray looks for a cluster on this machine (``found_cluster``).
 FOUND = ("", "auto")
-DOCS = "docs/cluster.md"
+DOCS = see_docs("cluster")
 
 
 class RayAddressError(TesseraError):
@@ -106,7 +106,7 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
         return
     client_too = "" if job_hint else ", or ray://HOST:10001 (Ray Client)"  # Ray Data does not run over Ray Client
     if value.lower().startswith(("http://", "https://")):
-        job = f"; or submit the command to it as a job (`ray job submit`, {DOCS})" if job_hint else ""
+        job = f"; or submit the command to it as a job with `ray job submit`: see {DOCS}" if job_hint else ""
         raise RayAddressError(
             f"{setting} {value!r} is the address of Ray's job server (the dashboard, which `ray job submit` takes): "
             f"a cluster is joined at its GCS address, HOST:6379 (what `ray start --address` takes){client_too}"
@@ -163,8 +163,8 @@ def ray_client_refused(where: str, field: str | None = None) -> RayAddressError:
     Ray Data cannot run over it, and its first ``materialize`` crashed with an ``AttributeError``."""
     return RayAddressError(
         f"{where}: Ray Data, which `--executor ray` and ingestion run on, does not work over Ray Client (ray://): "
-        f"submit the command to the cluster as a job (`ray job submit`, {DOCS}), or give the head's GCS address, "
-        f"HOST:6379 (what `ray start --address` takes)", field=field)
+        f"submit the command to the cluster as a job with `ray job submit`, or give the head's GCS address, "
+        f"HOST:6379 (what `ray start --address` takes); see {DOCS}", field=field)
 
 
 def joining_failed(err: Exception, address: str | None = None, environ: Mapping[str, str] = os.environ, *,
@@ -176,7 +176,7 @@ def joining_failed(err: Exception, address: str | None = None, environ: Mapping[
     where = named or (f"{setting} {value!r}" if value else "the local Ray cluster")
     hint = ("if the cluster has token authentication on (Ray 2.60's default when a token exists), set "
             "RAY_AUTH_MODE=token, and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH when the token is not in "
-            f"~/.ray/auth_token ({DOCS}#token-authentication)")
+            f"~/.ray/auth_token; see {see_docs('cluster', 'Token authentication')}")
     if environ.get("RAY_AUTH_MODE", "").strip().lower() == "token":
         hint = "the token sent (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) may not be the cluster's"
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -15,6 +15,7 @@ import time
 from typing import Callable, Mapping
 
 from operators.env_numbers import env_seconds
+from operators.errors import see_docs
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ def warn_when_no_cpu_free(available: Mapping[str, float] | None = None,
         return None
     text = (f"the Ray cluster has {free:g} of its {total:g} CPU(s) free: actors hold the rest (a Serve application "
             "deployed on it, another job's actor pools). Ray Data's tasks need a whole CPU each, so this run waits "
-            "until one is free or an autoscaler adds a node (docs/cluster.md, Jobs beside a Serve application)")
+            "until one is free or an autoscaler adds a node; see "
+            f"{see_docs('cluster', 'Jobs beside a Serve application')}")
     log.warning(text)
     return text

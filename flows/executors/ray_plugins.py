@@ -30,7 +30,7 @@ import ray
 from ray import cloudpickle
 
 from flows.spec import Flow
-from operators.errors import SpecError
+from operators.errors import SpecError, see_docs
 from operators.imported_code import BUILT_IN_PACKAGES
 
 _lock = threading.Lock()
@@ -82,7 +82,7 @@ def check_operators_pickle(flow: Flow, steps: Iterable[str]) -> None:
                           "TESSERA_OPERATORS names and the workers can import")
                 raise PluginNotOnWorkersError(
                     f"operator {op.name} is {where}, so Ray sends the class itself to its workers, with the globals "
-                    f"its methods use, and it cannot be pickled ({what}): {advice} (docs/executors.md)",
+                    f"its methods use, and it cannot be pickled ({what}): {advice}; see {see_docs('executors')}",
                     step=step, field=f"steps.{step}.op") from None
             raise PluginNotOnWorkersError(f"operator {op.name}'s params cannot be pickled for Ray's workers ({what})",
                                           step=step, field=f"steps.{step}.params") from None
@@ -121,8 +121,8 @@ def check_plugins_on_workers(flow: Flow, steps: Iterable[str]) -> None:
             f"operator {flow.operators[step].name} comes from module '{module}', which Ray's workers cannot import "
             f"({problems[module]}): install its package where the workers run, or put its folder on PYTHONPATH "
             f"before Ray starts{_folder_hint(module)} (a cluster's workers take the PYTHONPATH of the shell that ran "
-            "`ray start` on their node, not this process's), or start Ray with runtime_env py_modules or working_dir "
-            "(docs/executors.md)", step=step, field=f"steps.{step}.op")
+            "`ray start` on their node, not this process's), or start Ray with runtime_env py_modules or working_dir; "
+            f"see {see_docs('executors')}", step=step, field=f"steps.{step}.op")
 
 
 def _folder_hint(module: str) -> str:

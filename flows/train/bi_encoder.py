@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.train import _loop
+from operators.errors import see_docs
 
 if TYPE_CHECKING:
     from flows.train.resume import EpochState
@@ -34,8 +35,8 @@ class BiEncoderParams(BaseModel):
                       "another kind this run trains (bi-encoder: <output>/<prefix>-bi-encoder, trained first).")
     epochs: int = Field(2, gt=0, description="Passes over the examples.")
     batch_size: int = Field(8, gt=1, description="Examples per step; the other examples' documents are in-batch "
-                            "negatives. A small set needs the steps: on SciFact a small batch beat a large one "
-                            "(docs/results.md).")
+                            "negatives. A small set needs the steps: on SciFact a small batch beat a large one, "
+                            f"see {see_docs('results')}.")
     lr: float = Field(3e-5, gt=0, description="Peak learning rate (linear warmup, then linear decay).")
     warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Share of the steps spent warming up.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.train import _loop
+from operators.errors import see_docs
 
 if TYPE_CHECKING:
     from flows.train.resume import EpochState
@@ -63,7 +64,7 @@ class CrossEncoderParams(BaseModel):
     # left out of the dump (and so of the training key) when unset, so checkpoints trained before it existed are reused
     then: FollowUpSchedule | None = Field(None, exclude_if=lambda value: value is None,
                                           description="A follow-up schedule after `epochs` (null: none), e.g. "
-                                          "a fourth epoch at half the rate (measured in docs/results.md).")
+                                          f"a fourth epoch at half the rate, as measured in {see_docs('results')}.")
 
 
 def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, params: CrossEncoderParams, *,

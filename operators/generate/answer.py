@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from operators.conversation import NO_ANSWER
+from operators.errors import see_docs
 from operators.generate import short_answer
 from operators.generate.attribution import attribute, containing
 from operators.generate.answer_stream import ANSWER_OP, AnswerStreams, answer_sink
@@ -114,8 +115,8 @@ class AnswerGenerator(LLMStep):
         min_relevance: float | None = Field(None, description="Answer only a query with a row whose "
                                             "relevance_column reaches this; any other gets no_answer, without a "
                                             "model call, no sources, and abstained: true in its metadata. The "
-                                            "scale is relevance_column's: rag sets 0.45 for MiniLM's cosine "
-                                            "(docs/results.md); null: answer every query.")
+                                            "scale is relevance_column's: rag sets 0.45 for MiniLM's cosine, "
+                                            f"see {see_docs('results')}; null: answer every query.")
         relevance_column: str = Field("score_dense", description="Column holding how close each row is to the "
                                       "question (min_relevance): fuse.rrf keeps the dense retriever's cosine as "
                                       "score_dense; a row without one (found by BM25 alone) counts as not close.")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from operators.errors import close_names
+from operators.errors import close_names, see_docs
 from operators.home import tessera_home
 from operators.llm.models_file import EMBEDDED_PROVIDER, ModelAlias, ModelConfigError, no_model_named, read_models_file
 from operators.llm.models_file import is_server_url  # noqa: F401 (re-exported)
@@ -102,7 +102,7 @@ def serverless(alias: ModelAlias) -> str | None:
     if variable is None or alias.api_base or os.environ.get(variable):
         return None
     return (f"names no server: litellm has no address for {alias.provider}; give it an alias with api_base "
-            f"in models.yaml (docs/llm.md, Model aliases), or set ${variable}")
+            f"in models.yaml, or set ${variable}; see {see_docs('llm', 'Model aliases')}")
 
 
 def _embedded_problem(model: str, name: str) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from operators.env_numbers import env_count
+from operators.errors import see_docs
 from operators.llm.loading import signals_held
 from operators.models.references import ModelNotFoundError
 from operators.models.repository import models
@@ -30,7 +31,7 @@ PACKAGED: dict[str, tuple[str, str]] = {
 #: told: a wheel installed with --no-deps, or whose llama.cpp build failed, has no `make demo` to run.
 ENGINE_REQUIREMENT = "llama-cpp-python==0.3.36"
 ENGINE_MISSING = (f"llama-cpp-python is not installed: pip install {ENGINE_REQUIREMENT} (it builds llama.cpp from "
-                  "source, a few minutes; on a CPU with AMX, with the CMAKE_ARGS of docs/llm.md)")
+                  f"source, a few minutes); on a CPU with AMX, with the CMAKE_ARGS of {see_docs('llm')}")
 #: Context window the embedded model is loaded with (prompt + answer tokens).
 CONTEXT_TOKENS = 4096
 

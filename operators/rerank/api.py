@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
-from operators.errors import FlowCancelled, OperatorError
+from operators.errors import FlowCancelled, OperatorError, see_docs
 from operators.interrupt import checkpoint, each_concurrently
 from operators.local_files import env_var, secret, sent_headers
 from operators.outbound import url_param
@@ -53,7 +53,7 @@ class ApiReranker(Reranker):
         url: str = Field(..., min_length=1, description="The service's rerank endpoint, e.g. "
                          "https://api.cohere.com/v2/rerank, https://api.jina.ai/v1/rerank, a TEI server's /rerank, "
                          "or Tessera's own /v1/rerank. Loopback and private addresses need TESSERA_ALLOW_HOSTS "
-                         "outside the CLI (docs/security.md).")
+                         f"outside the CLI: see {see_docs('security')}.")
         format: Literal["cohere", "jina", "tei"] = Field("cohere", description="Request format: 'cohere' and "
                                                          "'jina' send query/documents/top_n (+ model); 'tei' sends "
                                                          "query/texts. Either answer shape is accepted.")
@@ -83,7 +83,8 @@ class ApiReranker(Reranker):
         user_headers: dict[str, str] | None = Field(None, json_schema_extra=sent_headers("api_key_env"),
                                                     description="Extra headers sent with every request (e.g. "
                                                     "X-OpenWebUI-User-Id); none by default. The service refuses one "
-                                                    "that carries a key (X-Api-Key, Cookie...: docs/security.md).")
+                                                    "that carries a key (X-Api-Key, Cookie...): see "
+                                                    f"{see_docs('security')}.")
         concurrent_requests: int = Field(4, gt=0, description="Queries of a batch sent at the same time.")
 
         @field_validator("url")

@@ -7,7 +7,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
-from operators.errors import FlowCancelled
+from operators.errors import FlowCancelled, see_docs
 from operators.models.batching import forward_batch_size
 from operators.models.fingerprint import LoadsParamsModel
 from operators.models.precision import Precision
@@ -45,7 +45,7 @@ class CrossEncoderReranker(LoadsParamsModel, Reranker):
         long_texts: Literal["truncate", "max_window"] = Field(
             "truncate", description="A candidate longer than max_length beside the query: 'truncate' scores its "
             "beginning; 'max_window' scores overlapping windows of it (the title in front of each) and keeps "
-            "the best (MaxP; more pairs to score, see docs/results.md).")
+            f"the best (MaxP; more pairs to score): see {see_docs('results')}.")
         window_stride: float = Field(0.5, gt=0, le=1, description="With max_window: the step between window "
                                      "starts, as a fraction of the window (0.5: windows overlap by half).")
         max_windows: int = Field(32, gt=0, description="With max_window: at most this many windows per candidate "

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 import pyarrow as pa
 
+from operators.errors import see_docs
 from operators.store import shard as shard_io
 from operators.store.errors import ColumnTypeConflictError, CommitError
 from operators.store.layout import SHARDS
@@ -88,7 +89,7 @@ def type_conflict_error(path: Path, schemas: Sequence[tuple[str, pa.Schema]],
     written before commits checked types and values."""
     columns = _ColumnTypes()
     repair = ("so their rows cannot be read into one table: delete the documents of one type (tessera index delete) "
-              "and compact (tessera index compact) to repair it (docs/indices.md)")
+              f"and compact (tessera index compact) to repair it; see {see_docs('indices')}")
     for shard_id, schema in schemas:
         for field in schema:
             if not columns.add(shard_id, field):

@@ -21,7 +21,7 @@ def test_an_alias_that_names_no_server_is_not_reachable(tmp_path, monkeypatch, r
     (row,) = json.loads(out)["models"]
     assert status == 0 and not row["reachable"] and "check" not in row
     assert row["why"].startswith("hosted_vllm/foo names no server: litellm has no address for hosted_vllm")
-    assert row["why"].endswith("or set $HOSTED_VLLM_API_BASE")
+    assert row["why"].endswith("or set $HOSTED_VLLM_API_BASE; see docs/llm.md, Model aliases (`tessera docs llm`)")
     monkeypatch.setenv("HOSTED_VLLM_API_BASE", "http://127.0.0.1:9/v1")  # litellm's own address for it
     status, out = run_cli("models", "mine", "--json")
     assert json.loads(out)["models"][0]["reachable"]

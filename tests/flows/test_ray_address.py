@@ -272,9 +272,9 @@ def test_ray_client_is_refused_by_run_and_ingest_before_connecting(tessera, tmp_
                           "--queries", "honey bees")
     assert status == 2 and err == [
         f"tessera: error: field 'RAY_ADDRESS': RAY_ADDRESS '{address}': Ray Data, which `--executor ray` and "
-        "ingestion run on, does not work over Ray Client (ray://): submit the command to the cluster as a job (`ray "
-        "job submit`, docs/cluster.md), or give the head's GCS address, HOST:6379 (what `ray start --address` "
-        "takes)"], err
+        "ingestion run on, does not work over Ray Client (ray://): submit the command to the cluster as a job with "
+        "`ray job submit`, or give the head's GCS address, HOST:6379 (what `ray start --address` takes); see "
+        "docs/cluster.md (`tessera docs cluster`)"], err
     index = tmp_path / "ingested"
     status, err = tessera(address, "ingest", "--executor", "ray", "--source", "data/sample/corpus.jsonl",
                           "--index", str(index))

@@ -104,7 +104,8 @@ def test_the_api_description_needs_no_key_and_says_which_routes_take_one(keyed):
         assert scripts and all(requests.get(root + s, timeout=30).status_code == 200 for s in scripts), scripts
     described = call(keyed, "GET", "/openapi.json", None).json()
     assert described["components"]["securitySchemes"]["apiKey"] == {
-        "type": "http", "scheme": "bearer", "description": "an API key of the service (docs/security.md)"}
+        "type": "http", "scheme": "bearer",
+        "description": "an API key of the service: see docs/security.md (`tessera docs security`)"}
     paths = described["paths"]
     assert paths["/v1/search"]["post"]["security"] == [{"apiKey": []}]  # /docs' "Authorize" key goes with it
     assert paths["/task/run"]["post"]["security"] == [{"apiKey": []}]
