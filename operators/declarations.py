@@ -58,7 +58,7 @@ class StepDeclarations:
 
     def calls_model(self) -> bool:
         """Whether the step asks a language model with its params: it then waits on the model for seconds to
-        minutes (the service runs such a flow on its answers' threads, ``serve/threads.py``). The language-model
+        minutes (the service runs such a flow on its answers' threads, ``serve/http/threads.py``). The language-model
         steps do (``LLMStep``); ``query.contextualize`` and ``retrieve.multi_hop`` only with ``llm``."""
         return False
 

@@ -59,7 +59,7 @@ def short_repr(value: Any, limit: int = 120) -> str:
 @contextlib.contextmanager
 def values_as_json() -> Iterator[None]:
     """Within it, ``shown_json`` gives the JSON of a value: a request to the service, which is JSON (each one is
-    within it: ``serve.json_values``), is told ``(got ["20"])``, ``(got null)``, not Python's ``['20']``, ``None``.
+    within it: ``serve.http.json_values``), is told ``(got ["20"])``, ``(got null)``, not Python's ``['20']``, ``None``.
     A spec from YAML (``tessera run``) keeps ``short_repr``."""
     token = _AS_JSON.set(True)
     try:

@@ -6,8 +6,8 @@ search, chat, indices), which the same replica serves with ``serve.service``, an
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
-batched). Every error uses OpenAI's shape (serve/errors.py, serve/error_handlers.py): a malformed body is a 422
-whose ``param`` and message name the field, an unknown model a 404 naming it (and
+batched). Every error uses OpenAI's shape (serve/http/errors.py, serve/http/error_handlers.py): a malformed body is a
+422 whose ``param`` and message name the field, an unknown model a 404 naming it (and
 listing the served ones), a configured model whose weights are absent a 404 with the
 reason, a model that fails a 500 naming it and the request id, never a traceback.
 """
@@ -24,11 +24,12 @@ from ray import serve
 
 from operators.errors import one_line
 from serve import (
-    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, error_handlers, errors, json_values,
-    routes_chat, routes_flows, routes_indices, routes_keys, routes_search, routes_tasks, routes_ui,
+    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, routes_chat, routes_flows, routes_indices,
+    routes_keys, routes_search, routes_tasks, routes_ui,
 )
-from serve import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
-from serve.errors import ApiError
+from serve.http import draining, error_handlers, errors, json_values
+from serve.http import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
+from serve.http.errors import ApiError
 from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
 from serve.schemas import (
     as_base64, Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
@@ -38,7 +39,7 @@ from serve.schemas import (
 # FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN, blank without internet: fastapi-offline serves the
 # same pages with the scripts from its package (under /static-offline-docs).
 # redirect_slashes off: Starlette answered a path with a trailing slash (POST /v1/search/) with a 307 and no body; it
-# is a JSON 404 that names the route without it (serve/error_handlers.py), and the page's /ui is a route of its own
+# is a JSON 404 that names the route without it (serve/http/error_handlers.py), and the page's /ui is a route of its own
 # (routes_ui).
 app = FastAPIOffline(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved "
                      "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.",
@@ -122,7 +123,7 @@ class ModelAPI:
         """Take no new request from now on (503 ``shutting_down``); the requests still in flight and the tasks this
         replica started that have not ended: an upload or a task acknowledged with 202 was interrupted by the shutdown
         that followed at once. ``tessera serve``'s runner calls it on every replica when it is told to stop, until
-        each answers 0 (serve/draining.py)."""
+        each answers 0 (serve/http/draining.py)."""
         service = getattr(self, "service", None)
         return draining.drain() + (service.watched_tasks() if service is not None else 0)
 

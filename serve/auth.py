@@ -28,8 +28,8 @@ from starlette.types import Message, Receive, Scope, Send
 # LOCAL_TENANT: the tenant of every request when no keys are configured, an id no key may have
 from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
 from operators.errors import see_docs
-from serve.errors import error_response
-from serve.middleware import HttpMiddleware, StartTracker
+from serve.http.errors import error_response
+from serve.http.middleware import HttpMiddleware, StartTracker
 from serve.revocations import RevocationsUnreadable
 from serve.routes_ui import UI_PATH
 

@@ -34,8 +34,8 @@ from starlette.types import Receive, Scope, Send
 
 from operators.errors import see_docs
 from serve import auth
-from serve.errors import error_response
-from serve.middleware import HttpMiddleware
+from serve.http.errors import error_response
+from serve.http.middleware import HttpMiddleware
 
 log = logging.getLogger("tessera.serve")
 

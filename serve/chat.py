@@ -27,7 +27,7 @@ from operators.errors import one_line
 from operators.json_tree import json_kind
 from serve.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
 from serve.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.schemas import ModelCard, check_texts
 
 

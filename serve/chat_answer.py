@@ -11,8 +11,8 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-from serve import errors
-from serve.errors import ApiError
+from serve.http import errors
+from serve.http.errors import ApiError
 from serve.schemas import ModelCard
 
 

@@ -40,10 +40,11 @@ from operators.conversation import NOT_WRITTEN
 from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from operators.unicode import blank
-from serve import client_gone, errors, flow_status
-from serve.threads import in_pool
+from serve.http import client_gone, errors
+from serve import flow_status
+from serve.http.threads import in_pool
 from serve import service as svc
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.routes_search import queries_table, run_online
 from serve.flow_resolution import FlowFile, flow_owner, load_spec
 from serve.schemas import ModelCard

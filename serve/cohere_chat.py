@@ -33,9 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from flows.spec import FlowSpec
 from operators.generate.answer_stream import rest_of
 from operators.llm.chat_reply import ChatReply, StreamError
-from serve import chat, chat_flows, client_gone, grounded
+from serve import chat, chat_flows, grounded
+from serve.http import client_gone
 from serve import service as svc
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.grounded import CohereDocument
 from serve.schemas import ModelCard
 

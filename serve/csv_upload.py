@@ -23,7 +23,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from operators.unicode import blank
-from serve.errors import ApiError, validation_message
+from serve.http.errors import ApiError, validation_message
 from serve.file_warnings import encoding_warning
 
 #: What a message of ``sources.csv`` tells a ``tessera ingest`` user to do (a flag, a spec's param), and what an

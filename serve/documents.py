@@ -23,7 +23,7 @@ from operators import metadata_columns
 from operators.errors import SourceError
 from operators.unicode import blank, unicode_problem
 from operators.sources.file_text import HTML_SUFFIXES, SUFFIXES, read_text_file
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.file_warnings import encoding_warning
 from serve.schemas import Text
 
@@ -164,7 +164,7 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
     which must not take away the parts sent before it; and the warnings for the client (``file_documents``)."""
     from pydantic import ValidationError
 
-    from serve.errors import validation_message
+    from serve.http.errors import validation_message
 
     if not files:
         raise ApiError(422, "files: send at least one file (multipart field `files`; a form whose last part has no "

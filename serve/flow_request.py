@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from flows.spec import FlowSpec, StepSpec, is_mosaic_request
 from operators.errors import SpecError, first_validation_problem
 from operators.json_tree import json_kind
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.schemas import Text
 
 log = logging.getLogger("tessera.serve")
@@ -76,7 +76,7 @@ class Asked:
 def named_as_sent(body: Any) -> Iterator[None]:
     """A mosaicRAG body's refusal names its field as the client wrote it (``2.parameters.k``, ``2.id``), not the
     flow Tessera made of it (``steps.2.params.k``), which the client never saw. A value is quoted as JSON writes it
-    for every body (``serve.json_values``)."""
+    for every body (``serve.http.json_values``)."""
     mosaic = isinstance(body, dict) and is_mosaic_request(body)
     try:
         yield
@@ -221,7 +221,7 @@ def check_models_here(flow: Any) -> None:
 def logged_public(err: Any) -> str:
     """A model error's message for the client, worded without the server's paths (``ModelNotFoundError.public``:
     the model named as the spec or the config named it); the message with them goes to the log, by request id."""
-    from serve.errors import request_id
+    from serve.http.errors import request_id
 
     if err.public != err.message:
         log.info("request %s: %s", request_id(), err.message)
@@ -231,7 +231,7 @@ def logged_public(err: Any) -> str:
 def public_text(err: Any) -> str:
     """An error's text for the client: a model error's public message in place of its own (``logged_public``) and
     no other path of the server (an upload's refused ingestion named the model repository's folder)."""
-    from serve.server_paths import without_server_paths
+    from serve.http.server_paths import without_server_paths
 
     if getattr(err, "public", None) is not None:  # worded without paths already ($TESSERA_HOME/models stays)
         return str(err).replace(err.message, logged_public(err))

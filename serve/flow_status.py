@@ -18,11 +18,11 @@ from typing import Any
 
 from operators.errors import SpecError, TesseraError
 from serve import service as svc
-from serve.errors import ApiError, spec_refusal
+from serve.http.errors import ApiError, spec_refusal
 from serve.flow_request import refuse_missing_files
 from serve.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
-from serve.server_paths import without_server_paths
+from serve.http.server_paths import without_server_paths
 from serve.step_bounds import check_step_count
 from serve.flow_resolution import FlowFile, load_spec, refuse_missing_indices
 
@@ -121,7 +121,7 @@ def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: 
 
 
 def refusal(err: TesseraError | ApiError) -> str:
-    """``err`` in the words of the request's refusal (``serve.errors``' handlers): a spec error's field by the
+    """``err`` in the words of the request's refusal (``serve.http.errors``' handlers): a spec error's field by the
     request's path, and no path of the server. A saved flow's file that does not read (not YAML, not UTF-8, no
     mapping) was named by its whole path under ``$TESSERA_HOME``, where its search's 422 names ``broken.yaml``."""
     if isinstance(err, SpecError):

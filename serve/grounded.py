@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.spec import FlowSpec, Placement, StepSpec
 from serve import service as svc
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from operators.unicode import blank, unicode_problem
 from serve.schemas import ModelCard
 

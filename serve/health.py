@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import sqlalchemy as sa
 
 from serve.schemas import ModelCard
-from serve.server_paths import without_server_paths
+from serve.http.server_paths import without_server_paths
 from serve.taskstore import TaskStore, driver_error, shown_url
 
 T = TypeVar("T")

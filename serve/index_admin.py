@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serve.errors import ApiError, index_refusal
+from serve.http.errors import ApiError, index_refusal
 from serve.index_owner import OWNER_FILE, read_owner
 from serve.index_reading import EMPTY, describe
 

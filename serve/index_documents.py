@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.errors import one_line
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 
 def document(index: Any, name: str, doc_id: str) -> dict[str, Any]:

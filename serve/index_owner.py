@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from serve.errors import NOT_OWNED, ApiError
+from serve.http.errors import NOT_OWNED, ApiError
 
 log = logging.getLogger("tessera.serve")
 

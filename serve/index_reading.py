@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 #: How many ids a ``documents_exist`` refusal names in its message, and lists in its body.
 SHOWN_IDS, LISTED_IDS = 10, 1000

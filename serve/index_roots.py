@@ -33,7 +33,7 @@ from operators.errors import one_line
 from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
 from operators.registry import get_operator
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.param_numbers import check_numbers
 
 #: The repository's bundled data (data/sample): the default data root, and where operators look second.

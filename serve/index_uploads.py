@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from serve.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.index_owner import OWNER_FILE, write_owner
 from serve.index_reading import mixed_kind_warnings, refuse_against_index
 from serve.ingest_task import STEPS

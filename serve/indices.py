@@ -32,7 +32,7 @@ from typing import Any
 
 from flows import store as flow_store
 from operators.errors import one_line
-from serve.errors import ApiError, index_refusal
+from serve.http.errors import ApiError, index_refusal
 from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused, check_named, default_names,
                                index_holding, read_owner, readable, unshared, write_owner)
 from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index

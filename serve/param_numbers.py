@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 #: The param whose values a filter checks against the columns' types itself (``operators.filter_values``).
 FILTER_PARAM = "filter"

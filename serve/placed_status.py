@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 log = logging.getLogger("tessera.serve")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic_core import to_jsonable_python
 
-from serve.server_paths import public_metadata
+from serve.http.server_paths import public_metadata
 from serve.taskstore import FINAL
 
 

@@ -23,9 +23,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from serve import chat_flows, client_gone, errors
+from serve import chat_flows
+from serve.http import client_gone, errors
 from serve import service as svc
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.routes_tasks import tenant
 from serve.taskstore import ChatMoved
 

@@ -22,7 +22,7 @@ from flows.spec import FlowSpec
 from operators.errors import one_line
 from serve import flow_status
 from serve import service as svc
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.flow_request import named_as_sent
 from serve.flow_resolution import flow_owner
 from serve.index_roots import check_depth

@@ -12,10 +12,11 @@ from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serve import index_admin, path_text  # noqa: F401  (path_text: the {doc_id:text} convertor)
+from serve import index_admin
+from serve.http import path_text  # noqa: F401  (path_text: the {doc_id:text} convertor)
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.index_owner import adding_refused, read_only_names
 from serve.param_numbers import MAX_EXACT_INT
 from serve.routes_tasks import tenant
@@ -81,7 +82,7 @@ def damaged_is_409(name: str) -> Iterator[None]:
     """A doc store file of the index missing or unreadable: the 409 ``index_damaged`` a search of it gets (naming the
     shard, not the server's path), not an opaque 500."""
     from operators.store.errors import IndexCorruptError
-    from serve.server_paths import without_server_paths
+    from serve.http.server_paths import without_server_paths
 
     try:
         yield

@@ -13,12 +13,12 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Request
 
-from serve import client_gone
+from serve.http import client_gone
 from serve import service as svc
-from serve.errors import UNAVAILABLE_RETRY_AFTER_S, ApiError
+from serve.http.errors import UNAVAILABLE_RETRY_AFTER_S, ApiError
 from serve.results import search_hits
 from serve.routes_tasks import tenant
-from serve.threads import calls_model
+from serve.http.threads import calls_model
 
 router = APIRouter(tags=["search"])
 
@@ -50,7 +50,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError, IndexStoreError
     from operators.store.errors import ColumnTypeConflictError, IndexCorruptError
-    from serve.server_paths import public_metadata, without_server_paths
+    from serve.http.server_paths import public_metadata, without_server_paths
 
     table = queries_table(prepared) if table is None else table
     try:
@@ -165,7 +165,7 @@ async def search(request: Request, body: dict[str, Any] = Body(
         ..., examples=[{"flow": "hybrid", "query": "honey bees", "top_k": 5}])) -> dict[str, Any]:
     """A flow that calls a language model (``rag``'s answer) runs on the answers' threads, admitted as a chat is (a
     503 ``too_many_answers`` when they and their queue are taken): on the default pool, a few such searches held
-    its every thread while their model wrote, and a bm25 search waited behind them (serve/threads.py)."""
+    its every thread while their model wrote, and a bm25 search waited behind them (serve/http/threads.py)."""
     service = svc.current()
     prepared = await asyncio.to_thread(service.prepare, body, tenant(request), search=True)
     if not calls_model(prepared.flow):

@@ -24,7 +24,7 @@ from operators.errors import see_docs
 from operators.unicode import unicode_problem
 from serve import service as svc
 from serve.auth import LOCAL_TENANT
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.results import progress_body
 from serve.taskstore import FINAL, UNFINISHED
 

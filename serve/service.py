@@ -26,8 +26,9 @@ from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
-from serve import auth, taskrunner, threads, warm
-from serve.errors import ApiError, too_many_tasks
+from serve import auth, taskrunner, warm
+from serve.http import threads
+from serve.http.errors import ApiError, too_many_tasks
 from serve.served_models import placed
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
                                 refuse_filters_outside_index, refuse_missing_columns, refuse_missing_files,

@@ -159,7 +159,7 @@ class ServiceArgs(BaseModel):
                                 "not, and searches whose flow calls a language model) each ingress replica runs at "
                                 "once, each on a thread of its own until its answer is written: apart from the "
                                 "threads of other searches and requests, which never wait behind them "
-                                "(serve/threads.py).")
+                                "(serve/http/threads.py).")
     answer_queue: int = Field(ANSWER_THREADS, ge=0, le=4096, description="Answers that wait for an answer thread when "
                               "all answer_threads are taken; one more is refused with a 503 too_many_answers and "
                               "Retry-After.")

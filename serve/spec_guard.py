@@ -39,7 +39,7 @@ from pydantic import SecretStr
 from flows.spec import FlowSpec
 from operators.errors import one_line
 from operators.local_files import marked_params
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 #: Where the service's operator lists the environment variables a spec may name.
 ALLOW_ENV = "TESSERA_ALLOW_ENV"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 #: A step's resource options (``flows.spec.StepSpec``) and the limit of each.
 STEP_OPTIONS = {"batch_size": "max_step_batch_size", "concurrency": "max_step_concurrency",

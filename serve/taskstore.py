@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from flows.task_store_check import driver_error, shown_url
 from operators.errors import SpecError
-from serve.server_paths import without_server_paths
+from serve.http.server_paths import without_server_paths
 from serve.task_rows import FINAL, UNFINISHED, task_row
 from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
 from serve.taskstore_indices import ANY_ROW, IndexRows, compaction_flow, insert_within  # noqa: F401 (re-exported)

@@ -20,7 +20,7 @@ from python_multipart.multipart import DEFAULT_MAX_HEADER_SIZE
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 #: The form's fields; any other is refused, naming it: a misspelt ``first_row`` was ignored, and the whole CSV file
 #: sent again from its first row.

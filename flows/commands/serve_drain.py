@@ -5,7 +5,7 @@ a drain before its shutdown. On SIGINT (``tessera serve`` turns SIGTERM into it)
 ``serve.shutdown()`` at once, which ends the proxies while the replicas still work: every request in flight lost its
 connection. Here the first SIGINT first tells every ingress replica of the config's Tessera applications to drain
 (``DeploymentHandle.broadcast("drain")``: each refuses new requests with a 503 ``shutting_down`` and says how many
-it still has, ``serve/draining.py``), asks again every ``POLL_S`` until none has any or the grace period is over,
+it still has, ``serve/http/draining.py``), asks again every ``POLL_S`` until none has any or the grace period is over,
 and only then lets ``serve run`` shut down. A second SIGINT ends the wait at once.
 
 Why not the alternatives: ``serve.delete`` of the app first would answer 404s and stop the model deployments a

@@ -31,7 +31,7 @@ def test_params_of_a_sane_depth_are_not_refused_for_it(base):
 
 def test_the_limit_is_a_spec_files():
     from flows.specfile import MAX_DEPTH
-    from serve.errors import ApiError
+    from serve.http.errors import ApiError
     from serve.index_roots import check_depth
 
     def params(depth: int) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 

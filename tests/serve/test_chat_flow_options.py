@@ -9,7 +9,7 @@ import pytest
 
 from serve import chat, chat_flows, cohere_chat
 from flows.spec_errors import SpecError
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 

@@ -15,7 +15,8 @@ import requests
 from fastapi import FastAPI
 
 from operators.llm.embedded_model import CONTEXT_TOKENS
-from serve import chat, cohere_chat, error_handlers
+from serve import chat, cohere_chat
+from serve.http import error_handlers
 from serve.app import ServeConfigError, llm_card, parse_args
 from serve.schemas import ModelCard
 from tests.serve.conftest import api_on_localhost

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from serve import chat, cohere_chat
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.schemas import ModelCard
 from serve.service_settings import Limits
 

@@ -11,7 +11,7 @@ import pytest
 
 from serve.chat import chat_target
 from serve.chat_flows import flow_cards
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.schemas import ModelCard
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve

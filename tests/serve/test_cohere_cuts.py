@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.schemas import ModelCard, RerankV2Request
 from serve.cohere_embed import CohereEmbedRequest
 

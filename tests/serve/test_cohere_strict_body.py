@@ -14,7 +14,8 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from serve import cohere_chat, error_handlers
+from serve import cohere_chat
+from serve.http import error_handlers
 from tests.serve.conftest import api_on_localhost
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]

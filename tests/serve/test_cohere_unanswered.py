@@ -12,7 +12,8 @@ import requests
 from fastapi import FastAPI
 
 from flows.spec import FlowSpec
-from serve import cohere_chat, error_handlers
+from serve import cohere_chat
+from serve.http import error_handlers
 from tests.serve.conftest import api_on_localhost
 
 DOCUMENTS = [{"id": "fruit", "data": {"title": "Zorblat", "text": "The zorblat fruit is purple and grows on Mars."}}]

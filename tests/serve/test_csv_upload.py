@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from serve.documents import file_documents, files_request
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service_settings import Limits
 
 BIRDS = ("id,title,text,year,rating,draft,seen,Common name\n"

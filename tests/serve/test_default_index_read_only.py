@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from serve.documents import DocumentsRequest
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The ingress's drain middleware (``serve/draining.py``) on a small app under uvicorn on localhost, without Ray: a
+"""The ingress's drain middleware (``serve/http/draining.py``) on a small app under uvicorn on localhost, without Ray: a
 request in flight is counted until its response has ended (a streamed one until its last chunk) and finishes once
 draining began, while a new one, ``/healthz`` too, is a 503 ``shutting_down`` in the API's error shape with
 ``Retry-After``. The end-to-end drain of ``tessera serve`` is tests/serve/test_drain_on_sigterm.py."""
@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from serve import draining
+from serve.http import draining
 from tests.serve.conftest import api_on_localhost
 
 RELEASE = threading.Event()

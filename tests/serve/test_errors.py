@@ -157,7 +157,7 @@ def app_that_fails():
     """A bare FastAPI app with the API's error handling, and a route that fails unexpectedly."""
     from fastapi import Body, FastAPI
 
-    from serve import error_handlers
+    from serve.http import error_handlers
 
     app = FastAPI()
     error_handlers.install(app)
@@ -284,7 +284,7 @@ def test_a_json_body_sent_as_another_content_type_is_a_422_saying_so(guarded_app
 
 
 def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog):
-    from serve.errors import server_error
+    from serve.http.errors import server_error
 
     err = ValueError("Traceback (most recent call last):\n  File \"/srv/x.py\", line 1 ... pid=4242")
     with caplog.at_level(logging.ERROR, logger="tessera.serve"):
@@ -366,7 +366,7 @@ def test_a_model_failure_over_a_handle_becomes_a_short_500(serve_app):
     from ray import serve
 
     from serve.api import ModelAPI
-    from serve.errors import ApiError
+    from serve.http.errors import ApiError
     from serve.schemas import ModelCard
     import asyncio
 

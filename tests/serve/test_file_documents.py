@@ -13,7 +13,7 @@ import pytest
 
 from operators.registry import create
 from serve.documents import file_documents, files_request
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service_settings import Limits
 
 FILES = {"notes.txt": "Honey bees make honey.\n", "kiwi.md": "Kiwi\n====\n\n```\n# code\n```\nThey lay big eggs.\n",

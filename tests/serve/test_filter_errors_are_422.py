@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost, run_search, two_document_index
@@ -122,7 +122,7 @@ def test_over_http_it_is_the_documented_422(service):
 ])
 def test_a_filter_the_author_got_wrong_is_a_422_saying_what_to_write(service, flt, says):
     """Refused as the request is prepared: a ``SpecError``, which the app answers as a 422 ``invalid_spec`` whose
-    ``param`` is its field (``serve.errors``)."""
+    ``param`` is its field (``serve.http.errors``)."""
     from operators.errors import SpecError
 
     with pytest.raises(SpecError) as err:

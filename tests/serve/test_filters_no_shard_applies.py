@@ -16,7 +16,7 @@ import re
 import pyarrow as pa
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost, run_search

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flows.spec import FlowSpec
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.grounded import CohereDocument, answer_path, document_rows
 
 

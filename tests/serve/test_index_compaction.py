@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from operators.api_keys import key_hash
 from operators.store import Index
 from serve import index_admin, ingest_task, task_rows, taskrunner
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.index_reading import live_doc_ids
 from serve.ingest_task import run_ingest
 from serve.service import Service

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from serve.documents import DocumentsRequest
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.index_owner import OWNER_FILE
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve

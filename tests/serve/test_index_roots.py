@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.taskstore import TaskStore
 

@@ -103,7 +103,7 @@ def test_both_refusals_give_one_reason_in_the_same_words():
     """``key_in_spec`` words both refusals (a key param, a credential header): what differs is what is refused and
     what to leave out; why, and where the key goes instead, are the same sentence."""
     from operators.registry import get_operator
-    from serve.errors import ApiError
+    from serve.http.errors import ApiError
     from serve.spec_guard import ALLOW_ENV, check_operator
 
     messages = []

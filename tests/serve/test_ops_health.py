@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.health import home_problem, service_readiness
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore, TaskStoreError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from flows.spec import FlowSpec
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from operators.registry import create
 from operators.retrieve import _index_retriever as cache
 from serve.documents import DocumentsRequest
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.ingest_task import run_ingest
 from tests.serve.conftest import upload
 

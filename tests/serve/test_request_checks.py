@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from operators.errors import SpecError
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import run_search, two_document_index

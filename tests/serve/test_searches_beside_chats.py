@@ -1,5 +1,5 @@
 """A search answers while more streamed chats than the event loop's default pool has threads wait on their model:
-the answers run on threads of their own (serve/threads.py). Before, each streamed chat held a thread of the default
+the answers run on threads of their own (serve/http/threads.py). Before, each streamed chat held a thread of the default
 pool (min(32, CPUs + 4): six on 2 cores) for its whole answer, and a bm25 search waited for one (7.6 s behind eight
 chats on 2 cores). A chat beyond ``answer_threads`` + ``answer_queue`` is refused with a 503 and ``Retry-After``
 before it starts, and the slots of ended chats come back. A search whose flow calls a language model
@@ -26,7 +26,7 @@ from flows.spec import FlowSpec
 from operators.llm.testing import KEY_ENV, FaultServer
 from serve.service import Service
 from serve.service_settings import ANSWER_THREADS, ServiceArgs, resolve
-from serve.threads import calls_model
+from serve.http.threads import calls_model
 from tests.serve.conftest import api_on_localhost, finished_search, uploaded_index
 
 #: The event loop's default pool on this machine, which the answers used to share with every other request.
@@ -173,7 +173,7 @@ def test_a_search_answers_while_more_searches_that_write_answers_than_the_defaul
      True),
 ], ids=["context", "history", "contextualize-llm", "multi-hop-llm", "multi-hop-titles", "nested-llm-rerank", "rag"])
 def test_a_flow_waits_on_a_model_when_a_step_it_runs_calls_one(steps, waits):
-    """What puts a search on the answers' threads (``serve.threads.calls_model``): the steps that call a model with
+    """What puts a search on the answers' threads (``serve.http.threads.calls_model``): the steps that call a model with
     their params, also inside another step."""
     assert calls_model(FlowSpec.parse({"steps": steps}).build()) is waits
 

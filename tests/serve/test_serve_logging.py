@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from serve import errors
+from serve.http import errors
 
 
 @pytest.fixture

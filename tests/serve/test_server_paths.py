@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from serve.server_paths import public_metadata, without_server_paths
+from serve.http.server_paths import public_metadata, without_server_paths
 
 
 @pytest.mark.parametrize("text, public", [

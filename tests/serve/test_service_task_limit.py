@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 BODY = {"flow": "bm25", "query": "honey bees"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from operators.errors import SpecError
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.service import Service
 
 

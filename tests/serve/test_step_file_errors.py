@@ -11,7 +11,7 @@ import requests
 
 from operators.errors import OperatorError
 from serve import chat, chat_flows
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 CORPUS = "steps.m.params.corpus"
 

@@ -14,7 +14,7 @@ import pytest
 from operators.errors import SpecError
 from operators.store import Index, IndexSettings
 from serve import taskrunner
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.index_owner import born
 from serve.ingest_task import run_ingest
 from tests.serve.test_cancelled_upload import assert_gone_and_free

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from serve.chat import chat_target
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 
 def error_of(answer: requests.Response, status: int, param: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from serve.documents import DocumentsRequest
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 from serve.ingest_task import run_ingest
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process

@@ -67,7 +67,7 @@ def test_a_search_of_a_default_index_not_made_is_a_503_of_the_server_and_health_
     /healthz said only "ok": a client was blamed for the server's setting."""
     import asyncio
 
-    from serve.errors import ApiError
+    from serve.http.errors import ApiError
     from tests.serve.conftest import two_document_index
     from tests.serve.test_ops_health import healthz
 

@@ -5,7 +5,7 @@ Ray Serve cancels a request's handler when the client disconnects (its proxy wat
 end, holding a thread, the models and the language model's replica for an answer nobody reads.
 ``in_thread`` gives the work a ``CancelToken`` and cancels it with the handler, so the flow stops
 at its next batch and the embedded model at its next token. An answer's flow runs on the answers' own threads
-(``pool``: serve/threads.py), a search's on the loop's default pool.
+(``pool``: serve/http/threads.py), a search's on the loop's default pool.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 from typing import Callable, TypeVar
 
 from flows.progress import CancelToken
-from serve.threads import Answers, in_pool
+from serve.http.threads import Answers, in_pool
 
 T = TypeVar("T")
 

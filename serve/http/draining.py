@@ -15,8 +15,8 @@ import threading
 
 from starlette.types import Receive, Scope, Send
 
-from serve.errors import error_response
-from serve.middleware import HttpMiddleware
+from serve.http.errors import error_response
+from serve.http.middleware import HttpMiddleware
 
 #: The ``Retry-After`` of a request refused while draining: another instance (behind the same address) answers it.
 SHUTTING_DOWN_RETRY_AFTER_S = 5

@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.types import Receive, Scope, Send
 
 from operators.errors import values_as_json
-from serve.middleware import HttpMiddleware
+from serve.http.middleware import HttpMiddleware
 
 
 class JsonValues(HttpMiddleware):

@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from serve.errors import ApiError
+from serve.http.errors import ApiError
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from operators.errors import SpecError, client_problems
-from serve.middleware import HttpMiddleware, StartTracker, disconnect_when_cancelled
-from serve.server_paths import without_server_paths
+from serve.http.middleware import HttpMiddleware, StartTracker, disconnect_when_cancelled
+from serve.http.server_paths import without_server_paths
 
 log = logging.getLogger("tessera.serve")
 
@@ -202,8 +202,8 @@ def spec_refusal(err: SpecError) -> str:
 
 
 class ErrorGuard(HttpMiddleware):
-    """The outermost layer that answers (only the drain's count, serve/draining.py, is outside it): sets the request
-    id, and turns an escaped exception into a short 500.
+    """The outermost layer that answers (only the drain's count, serve/http/draining.py, is outside it): sets the
+    request id, and turns an escaped exception into a short 500.
 
     A pure ASGI middleware rather than a handler for ``Exception``: Starlette re-raises
     after such a handler, and under Serve that logs the traceback a second time."""

@@ -1,5 +1,5 @@
-"""How the app answers every failure in the shape of ``serve.errors``: the handlers of Tessera's own ``ApiError``, an
-invalid spec, a body that fails validation or cannot be read, Starlette's 404 and 405, and the guard around them
+"""How the app answers every failure in the shape of ``serve.http.errors``: the handlers of Tessera's own ``ApiError``,
+an invalid spec, a body that fails validation or cannot be read, Starlette's 404 and 405, and the guard around them
 all (``install``). The refusals of a body FastAPI could not read are worded here, for a client that sent it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from operators.errors import NonFiniteNumberError, SpecError
-from serve.errors import ApiError, ErrorGuard, error_response, printable, spec_refusal, validation_message
+from serve.http.errors import ApiError, ErrorGuard, error_response, printable, spec_refusal, validation_message
 
 #: Pydantic's error types for a body that is not an object (FastAPI's bytes of a body it did not read as JSON).
 NOT_AN_OBJECT = frozenset({"dict_type", "model_attributes_type"})
