@@ -1,5 +1,5 @@
 """Revoked API keys: a table of the task store that ``tessera keys revoke`` writes and every replica of the service
-reads (``serve.revocations``), so a leaked key is refused within seconds everywhere, without a restart.
+reads (``serve.security.revocations``), so a leaked key is refused within seconds everywhere, without a restart.
 
 A revocation names a key by its SHA-256, not by its id: a key's id owns its data, and the key that replaces a leaked
 one is given the same id (``tessera keys new --id ID``), so revoking the id would lock the replacement out too. The
@@ -16,8 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-#: Seconds a replica of the service trusts the revocations it read (``serve.revocations``): a key revoked anywhere is
-#: refused everywhere within them.
+#: Seconds a replica of the service trusts the revocations it read (``serve.security.revocations``): a key revoked
+#: anywhere is refused everywhere within them.
 REVOCATION_CACHE_S = 5.0
 
 metadata = sa.MetaData()

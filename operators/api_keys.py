@@ -14,8 +14,8 @@ KEYS_ENV = "TESSERA_API_KEYS"
 #: What a key's id may be (the service's ``api_keys`` schema and ``tessera keys new`` both check it): it names a
 #: folder of saved flows and shows in logs.
 KEY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-#: The tenant of every request to a service without keys (``serve.auth``), so no key's id: a key ``local`` would
-#: be that caller, with the tasks and indices made without a key and the command line's shared saved flows.
+#: The tenant of every request to a service without keys (``serve.security.auth``), so no key's id: a key ``local``
+#: would be that caller, with the tasks and indices made without a key and the command line's shared saved flows.
 LOCAL_TENANT = "local"
 
 

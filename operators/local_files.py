@@ -5,7 +5,7 @@ A flow written by the person who runs it may read whatever that person can; a fl
 arrives over the network (the service's task and search bodies) must not read the server's
 files or secrets. Such params say so with ``json_schema_extra=local_path()`` (or ``env_var()``,
 ``llm_model()``, ``secret()``, ``sent_headers()``, ``regex()``), so that the service can confine them
-(``serve/index_roots.py``, ``serve/spec_guard.py``) without knowing each operator. Index params are confined on
+(``serve/index_roots.py``, ``serve/security/spec_guard.py``) without knowing each operator. Index params are confined on
 their own (an index is named, not only pathed).
 """
 
@@ -39,8 +39,8 @@ def secret(env_param: str) -> dict[str, Any]:
 
 def sent_headers(env_param: str) -> dict[str, Any]:
     """``json_schema_extra`` of a param holding HTTP headers the step sends (``{name: value}``): a spec from the
-    network may not put a credential in one (``serve/spec_guard.py``'s ``CREDENTIAL_HEADERS``), as it may not hold
-    a ``secret()``; ``env_param`` names the environment variable of the key the step sends instead."""
+    network may not put a credential in one (``serve/security/spec_guard.py``'s ``CREDENTIAL_HEADERS``), as it may not
+    hold a ``secret()``; ``env_param`` names the environment variable of the key the step sends instead."""
     return {"sent_headers": True, "env_param": env_param}
 
 

@@ -23,9 +23,10 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 
 from operators.errors import one_line
+from serve.security import auth, browser_guard
 from serve import (
-    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, routes_chat, routes_flows, routes_indices,
-    routes_keys, routes_search, routes_tasks, routes_ui,
+    chat, chat_flows, cohere_chat, cohere_embed, routes_chat, routes_flows, routes_indices, routes_keys, routes_search,
+    routes_tasks, routes_ui,
 )
 from serve.http import draining, error_handlers, errors, json_values
 from serve.http import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)

@@ -185,7 +185,7 @@ def check_models_here(flow: Any) -> None:
     else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
     that step, after the retrieval in front of it. A model on a server that does not answer (Ollama, an alias's
     ``api_base``) is a 503 ``model_unreachable``. Which variables a spec may name at all is the spec guard's
-    (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
+    (``serve/security/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import public_train_command
     from operators.errors import SettingError

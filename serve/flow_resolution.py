@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.errors import SpecError, one_line
-from serve.auth import LOCAL_TENANT
+from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
 from serve.flow_request import Asked, with_top_k
 from serve.index_roots import confine, confine_spec, index_params

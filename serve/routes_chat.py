@@ -48,7 +48,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
              column: str = Query("text", description="Result column the answers are grounded on.")) -> str:
     from operators.errors import close_names, did_you_mean, one_line
     from operators.llm.aliases import aliases, key_env, unknown_model
-    from serve.spec_guard import check_llm
+    from serve.security.spec_guard import check_llm
 
     if unknown_model(model, servers=False) is not None:  # said now, in the service's terms: aliases only (the
         # gateway's message offered litellm strings, which the guard below refuses)

@@ -28,7 +28,7 @@ from serve.flow_resolution import flow_owner
 from serve.index_roots import check_depth
 from serve.param_numbers import check_numbers
 from serve.routes_tasks import tenant
-from serve.spec_guard import redacted
+from serve.security.spec_guard import redacted
 
 router = APIRouter(tags=["flows"])
 

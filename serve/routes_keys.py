@@ -1,4 +1,4 @@
-"""The service's API keys over HTTP, for admin keys: list them by id, revoke one (``serve.key_admin``)."""
+"""The service's API keys over HTTP, for admin keys: list them by id, revoke one (``serve.security.key_admin``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from serve import key_admin
+from serve.security import key_admin
 from serve import service as svc
 from serve.routes_tasks import tenant
 

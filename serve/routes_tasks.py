@@ -23,7 +23,7 @@ from fastapi.responses import PlainTextResponse
 from operators.errors import see_docs
 from operators.unicode import unicode_problem
 from serve import service as svc
-from serve.auth import LOCAL_TENANT
+from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
 from serve.results import progress_body
 from serve.taskstore import FINAL, UNFINISHED

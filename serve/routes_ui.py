@@ -4,7 +4,7 @@ sending a browser there.
 The page is plain HTML, CSS and JavaScript with no build step and no package from npm: it calls the same
 routes any client calls (``/v1/search``, ``/task/*``, ``/tasks``, ``/flows``, ``/v1/chat/completions``,
 ``/v1/models``), so it can do nothing an API key could not, and it holds no data. That is why
-``serve.auth`` lets ``/`` and ``/ui/`` through without a key; every request the page makes carries the key
+``serve.security.auth`` lets ``/`` and ``/ui/`` through without a key; every request the page makes carries the key
 typed into it.
 
 The files are sent with a Content-Security-Policy that allows only the page's own files and calls to the same

@@ -26,7 +26,8 @@ from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
-from serve import auth, taskrunner, warm
+from serve.security import auth
+from serve import taskrunner, warm
 from serve.http import threads
 from serve.http.errors import ApiError, too_many_tasks
 from serve.served_models import placed
@@ -38,11 +39,11 @@ from serve.index_owner import adding_refused, restore_rows
 from serve.index_roots import default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
-from serve.revocations import Revocations
+from serve.security.revocations import Revocations
 from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
 from serve.placed_status import refuse_failed_placements
-from serve.spec_guard import check_flow
+from serve.security.spec_guard import check_flow
 from serve.step_bounds import check_bounds, check_step_count
 from serve.taskstore import TaskStore, TasksAtLimit
 
@@ -81,7 +82,7 @@ class Service(FlowResolution):
         import os
 
         from operators.redact import install_log_redaction
-        from serve.private_files import keep_private
+        from serve.security.private_files import keep_private
 
         keep_private()  # every file this replica writes (uploads, owner files, saved flows) is its user's only
         install_log_redaction()  # secrets and bearer tokens are masked in every log record of this replica

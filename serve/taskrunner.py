@@ -169,7 +169,7 @@ class TaskWorker:
                  warm: bool = False):
         import ray
 
-        from serve.private_files import keep_private
+        from serve.security.private_files import keep_private
 
         keep_private()  # the indices its uploads and compactions write are its user's only (not the CLI's umask)
         self.store, self.replica, self.max_tasks = TaskStore(store_url), replica, max_tasks

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from flows.key_revocations import make_table as make_revocations_table
 from flows.task_store_check import connect_args
-from serve.private_files import private_sqlite
+from serve.security.private_files import private_sqlite
 
 metadata = sa.MetaData()
 
@@ -111,7 +111,7 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
 
 def make_engine(url: str) -> sa.Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout, and its file made private to this user
-    (``serve.private_files``: it holds every key's queries and results)."""
+    (``serve.security.private_files``: it holds every key's queries and results)."""
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):

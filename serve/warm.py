@@ -18,7 +18,7 @@ from typing import Any
 
 from operators.errors import OperatorError, SpecError
 from serve import taskrunner
-from serve.auth import LOCAL_TENANT
+from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
 
 log = logging.getLogger("tessera.serve")

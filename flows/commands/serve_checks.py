@@ -93,7 +93,7 @@ def _has_api_keys(application: dict) -> bool:
 
 def home_readable_by_others(config: dict, home: Path) -> str | None:
     """A warning when the service has keys (tenants) and other users of the machine may read ``$TESSERA_HOME``. The
-    service makes what it writes private (``serve.private_files``), but an open folder still shows others the
+    service makes what it writes private (``serve.security.private_files``), but an open folder still shows others the
     names in it (indices, uploads, the keys' ids of saved flows), and what was written there before, or by the CLI
     (indices of ``tessera ingest``), keeps its umask's modes (docs/security.md)."""
     if not any(_has_api_keys(application) for application in config.get("applications") or []):

@@ -1,6 +1,7 @@
 """``tessera keys new | id``: the keys it makes and the ids it tells are the ones the service itself accepts and gives,
-checked with the service's own settings (``serve.service_settings``) and bearer check (``serve.auth.tenant_of``),
-and ``tessera serve``'s own hashing of ``$TESSERA_API_KEYS`` (``carry_environment``). In-process, no Ray."""
+checked with the service's own settings (``serve.service_settings``) and bearer check
+(``serve.security.auth.tenant_of``), and ``tessera serve``'s own hashing of ``$TESSERA_API_KEYS``
+(``carry_environment``). In-process, no Ray."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def printed(out: str, label: str) -> str:
 
 @pytest.mark.parametrize("key_id", ["alice", "2024"])  # 2024: YAML would read it as a number unless quoted
 def test_a_new_key_is_let_in_by_the_service_under_its_id(tmp_path, tessera, key_id):  # noqa: F811
-    from serve.auth import tenant_of
+    from serve.security.auth import tenant_of
 
     status, out, err = tessera("keys", "new", "--id", key_id, home=tmp_path)
     assert status == 0 and err == "", err
@@ -46,7 +47,7 @@ def test_a_new_key_is_let_in_by_the_service_under_its_id(tmp_path, tessera, key_
 
 
 def test_new_keys_as_json_differ_and_an_admin_key_is_an_admin(tmp_path, tessera):  # noqa: F811
-    from serve.auth import tenant_of
+    from serve.security.auth import tenant_of
 
     made = []
     for key_id, admin in (("ops", ["--admin"]), ("bob.smith_2", [])):
@@ -83,7 +84,7 @@ def test_new_without_an_id_is_a_usage_error(tmp_path, tessera, capsys):  # noqa:
 
 def test_id_is_the_id_the_service_and_tessera_serve_give_an_environment_key(tmp_path, tessera):  # noqa: F811
     from flows.commands.serve import carry_environment
-    from serve.auth import tenant_of
+    from serve.security.auth import tenant_of
 
     status, out, _ = tessera("keys", "id", KEY, home=tmp_path)
     assert status == 0

@@ -71,7 +71,7 @@ def api_on_localhost(keys: dict | None = None, app: Any = None):
     free port of 127.0.0.1, without Ray: yields its base URL. ``app``'s server stops after; the service app's is
     shared by the tests (``_SERVICE_API``). ``keys`` (a resolved config's ``keys``): the API keys it checks
     meanwhile, none again after."""
-    from serve import auth
+    from serve.security import auth
     from serve.api import app as service_app
 
     if keys is not None:
@@ -213,8 +213,9 @@ def store_url(request, tmp_path) -> str:
 
 @pytest.fixture(autouse=True)
 def usual_umask():
-    """A ``Service`` built in the test process sets its umask to 077 (``serve.private_files``); each test starts and
-    ends with the usual 022, so a later test's files do not get their modes from an earlier test's service."""
+    """A ``Service`` built in the test process sets its umask to 077 (``serve.security.private_files``); each test
+    starts and ends with the usual 022, so a later test's files do not get their modes from an earlier test's
+    service."""
     before = os.umask(0o022)
     yield
     os.umask(before)

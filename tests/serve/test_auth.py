@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from serve.auth import check_exposure, is_loopback, tenant_of
+from serve.security.auth import check_exposure, is_loopback, tenant_of
 from serve.service_settings import ServiceArgs, key_hash, resolve
 
 

@@ -1,13 +1,13 @@
-"""A service without keys on loopback answers this machine's clients, not a web page (serve/browser_guard.py): a page
-on any site sent a cross-origin multipart upload (no CORS preflight needed) and an ingestion task was queued for it,
-and a page whose name was rebound to 127.0.0.1 read the indices. Through the FastAPI app on uvicorn, without Ray."""
+"""A service without keys on loopback answers this machine's clients, not a web page (serve/security/browser_guard.py):
+a page on any site sent a cross-origin multipart upload (no CORS preflight needed) and an ingestion task was queued for
+it, and a page whose name was rebound to 127.0.0.1 read the indices. Through the FastAPI app on uvicorn, without Ray."""
 
 from __future__ import annotations
 
 import pytest
 import requests
 
-from serve import browser_guard
+from serve.security import browser_guard
 from tests.serve.conftest import api_on_localhost
 
 EVIL = "http://evil.example"

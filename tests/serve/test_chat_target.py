@@ -67,7 +67,7 @@ def test_a_long_or_multiline_model_name_is_quoted_cut_on_one_line_as_a_flows_or_
     """The 404s quoted the name whole: a 100 kB ``model`` came back in a 100 kB message, and a newline in it broke the
     message's line, where a flow's, an index's and a document id's refusals quote 60 characters on one line."""
     from serve.api import not_served
-    from serve.spec_guard import check_llm
+    from serve.security.spec_guard import check_llm
 
     ready = ModelCard(id="smollm2", type="chat", operator="llama_cpp", deployment="smollm2", status="ready")
     for name, quoted in (("m" * 100_000, "m" * 60 + "…"), ("two\nlines", "two lines")):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve import auth
+from serve.security import auth
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost

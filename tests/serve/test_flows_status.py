@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from flows import store as flow_store
-from serve import auth
+from serve.security import auth
 from serve.chat_flows import flow_cards
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost

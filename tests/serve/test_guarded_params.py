@@ -1,4 +1,4 @@
-"""Params a flow from the network may not set (serve/spec_guard.py). It runs no regular expression of its own
+"""Params a flow from the network may not set (serve/security/spec_guard.py). It runs no regular expression of its own
 (``rerank.tfidf``'s ``token_pattern``): Python's ``re`` has no timeout and holds the GIL while it backtracks, so
 ``(\\w+\\s?)+$`` over a query of a few dozen words held the service's whole process, every other request and its
 health check included. A 422 naming the field; the default, also when written out, runs. Nor does it take a torch

@@ -104,7 +104,7 @@ def test_both_refusals_give_one_reason_in_the_same_words():
     what to leave out; why, and where the key goes instead, are the same sentence."""
     from operators.registry import get_operator
     from serve.http.errors import ApiError
-    from serve.spec_guard import ALLOW_ENV, check_operator
+    from serve.security.spec_guard import ALLOW_ENV, check_operator
 
     messages = []
     for params in ({"url": URL, "api_key": KEY}, {"url": URL, "user_headers": {"X-Api-Key": KEY}}):

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from flows.key_revocations import revoke, revoked_keys, unrevoke
 from operators.api_keys import key_hash
-from serve.revocations import REVOCATION_CACHE_S
+from serve.security.revocations import REVOCATION_CACHE_S
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost
@@ -181,7 +181,7 @@ def test_an_admin_key_revokes_a_key_by_id_over_http(app):
     403, an id no key has a 404."""
     import asyncio
 
-    from serve.revocations import Revocations
+    from serve.security.revocations import Revocations
 
     base, service, url = app
     service.revocations.ttl = 60

@@ -1,7 +1,7 @@
 """What the service writes under ``$TESSERA_HOME`` is its user's only (files 0600, folders 0700) even when the
-process had the usual umask 022 (``serve.private_files``): the task store and its WAL, a key's saved flow over real
-HTTP, an upload and the index its ingestion writes (the task's own code, in this process), and a compaction run by a
-real task worker on Ray. Each test starts with umask 022 and puts the process's umask back after."""
+process had the usual umask 022 (``serve.security.private_files``): the task store and its WAL, a key's saved flow over
+real HTTP, an upload and the index its ingestion writes (the task's own code, in this process), and a compaction run by
+a real task worker on Ray. Each test starts with umask 022 and puts the process's umask back after."""
 
 from __future__ import annotations
 

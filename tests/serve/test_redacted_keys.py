@@ -15,7 +15,7 @@ import requests
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
-from serve.spec_guard import REDACTED
+from serve.security.spec_guard import REDACTED
 from tests.serve.conftest import api_on_localhost
 
 KEY = "sk-cli-saved-5e0c2b7d41a9f3"

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 FLOW = {"steps": {"b": {"op": "retrieve.bm25", "params": {"k": 5}}}}
-#: A flow with a step whose params the service guards (serve/spec_guard.py); it is refused before it runs.
+#: A flow with a step whose params the service guards (serve/security/spec_guard.py); it is refused before it runs.
 GUARDED = {"steps": {**FLOW["steps"], "tfidf": {"op": "rerank.tfidf", "inputs": ["b"]}}}
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from serve import auth
+from serve.security import auth
 from serve.retention import delete_task, prune
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore

@@ -1,5 +1,5 @@
-"""What a flow from the network may not name (serve/spec_guard.py): the server's environment variables, language
-models other than aliases, model paths outside the model repository; and text a spec cannot hold. Through the
+"""What a flow from the network may not name (serve/security/spec_guard.py): the server's environment variables,
+language models other than aliases, model paths outside the model repository; and text a spec cannot hold. Through the
 service's own request preparation (``Service.prepare``, what every flow route calls first); nothing runs, so no
 Ray."""
 

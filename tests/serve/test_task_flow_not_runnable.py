@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve import auth
+from serve.security import auth
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost
 

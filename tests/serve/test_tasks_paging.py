@@ -12,7 +12,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from serve import auth
+from serve.security import auth
 from serve.results import progress_body
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore, tasks

@@ -4,7 +4,7 @@ When keys are configured, every route but ``/healthz``, the web UI's static page
 ``/ui/``) and the API's description (``/openapi.json``, its ``/docs`` and ``/redoc`` pages and their
 scripts), which hold no data, needs ``Authorization: Bearer KEY``; the key's id (never the
 key) becomes the request's *tenant*, which owns its tasks, chats and saved flows; a key revoked in the task store
-(``serve.revocations``) gets a 401 saying so within seconds, on every replica. Without
+(``serve.security.revocations``) gets a 401 saying so within seconds, on every replica. Without
 keys (a loopback-only service) every caller is the tenant ``local``. Keys are compared by
 their SHA-256 in constant time and never logged: a refused request is logged by path and
 reason only.
@@ -30,7 +30,7 @@ from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
 from operators.errors import see_docs
 from serve.http.errors import error_response
 from serve.http.middleware import HttpMiddleware, StartTracker
-from serve.revocations import RevocationsUnreadable
+from serve.security.revocations import RevocationsUnreadable
 from serve.routes_ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
@@ -112,8 +112,8 @@ def known_key(header: str | None, keys: dict[str, str]) -> tuple[str, str] | Non
 
 
 def use_revocations(revocations: Any) -> None:
-    """Check every key against ``revocations`` (``serve.revocations.Revocations`` of the service's task store; None:
-    none), set by the ``Service`` the app serves."""
+    """Check every key against ``revocations`` (``serve.security.revocations.Revocations`` of the service's task store;
+    None: none), set by the ``Service`` the app serves."""
     _settings["revocations"] = revocations
 
 

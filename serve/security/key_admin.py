@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.key_revocations import revocation, revoke, revoked_hashes, revoked_rows
-from serve import auth
+from serve.security import auth
 from serve.http.errors import ApiError
 from serve.index_admin import require_admin
 

@@ -33,7 +33,7 @@ import socket
 from starlette.types import Receive, Scope, Send
 
 from operators.errors import see_docs
-from serve import auth
+from serve.security import auth
 from serve.http.errors import error_response
 from serve.http.middleware import HttpMiddleware
 
