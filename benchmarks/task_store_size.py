@@ -1,10 +1,10 @@
 """Task results in the task store: JSON in ``tasks.result`` (versions before) against zlib-compressed JSON in
-``tasks.result_z`` (``serve.taskstore_db.CompressedJSON``), side by side in one run.
+``tasks.result_z`` (``serve.tasks.taskstore_db.CompressedJSON``), side by side in one run.
 
 The results are real: the built-in ``hybrid`` flow without ``top_k`` (every fused row, as a task keeps it), one
 SciFact query per task, over an index of SciFact's first ``--docs`` abstracts made by the real ingest (cached under
-``$TESSERA_BENCH_CACHE``), each turned into the stored result by ``serve.results.task_result``, as
-``serve.taskrunner.run_task`` does. Each round writes the same ``--tasks`` results into two new SQLite stores (the
+``$TESSERA_BENCH_CACHE``), each turned into the stored result by ``serve.tasks.results.task_result``, as
+``serve.tasks.taskrunner.run_task`` does. Each round writes the same ``--tasks`` results into two new SQLite stores (the
 order alternating between rounds): one UPDATE per task in its own transaction setting the status and the result,
 into ``result`` (sa.JSON) on one side and ``result_z`` on the other; then reads every task back with
 ``TaskStore.task`` (which reads either column). Prints bytes per task of the result column and of the database file,
@@ -51,7 +51,7 @@ def hybrid_results(index: Path, tasks: int) -> list[tuple[dict, dict]]:
 
     from flows.executors import make_executor
     from flows.spec import FlowSpec
-    from serve.results import task_result
+    from serve.tasks.results import task_result
 
     with open(DATA / "scifact" / "queries.jsonl", encoding="utf-8") as f:
         queries = [{"qid": q["_id"], "query": q["text"]} for q in map(json.loads, f)]
@@ -69,7 +69,7 @@ def one_side(folder: Path, column: str, pairs: list[tuple[dict, dict]]) -> dict[
     """Write ``pairs`` into a new store's ``column`` and read them back: seconds, bytes, results equal."""
     import sqlalchemy as sa
 
-    from serve.taskstore import TaskStore, tasks
+    from serve.tasks.taskstore import TaskStore, tasks
 
     store = TaskStore(f"sqlite:///{folder / f'{column}.db'}")
     ids = [store.create_task("bench", "hybrid", {"steps": {}}, [query], ["bm25", "dense", "fused"])
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of both sides, alternating (default 3)")
     args = parser.parse_args()
 
-    from serve.taskstore_db import RESULT_ZLIB_LEVEL
+    from serve.tasks.taskstore_db import RESULT_ZLIB_LEVEL
 
     index = ensure_index(args.docs)
     started = time.perf_counter()

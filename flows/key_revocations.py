@@ -6,7 +6,7 @@ one is given the same id (``tessera keys new --id ID``), so revoking the id woul
 row keeps the id the key had, when, and who revoked it.
 
 Why in ``flows``: the command line writes the table and never imports the ``serve`` package; the service's store
-(``serve.taskstore_db``) makes the table from here, beside its own.
+(``serve.tasks.taskstore_db``) makes the table from here, beside its own.
 """
 
 from __future__ import annotations

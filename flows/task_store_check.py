@@ -2,7 +2,7 @@
 the check that opens a store once.
 
 Why in ``flows``: ``tessera serve``'s start check (``flows.commands.serve``) must not import the ``serve`` package
-(FastAPI, Ray Serve), and the service's store (``serve.taskstore``) must connect exactly as that check did, so the
+(FastAPI, Ray Serve), and the service's store (``serve.tasks.taskstore``) must connect exactly as that check did, so the
 service imports this, not the other way round.
 """
 

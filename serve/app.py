@@ -90,7 +90,7 @@ def check_task_store(url: str, *, given: bool) -> None:
     that is no database, a server that refuses the connection, no driver) fails the build with one line naming it:
     Serve marks the application DEPLOY_FAILED at once. Left to the ingress replica, each start failed with a
     traceback until Serve gave up, and HTTP said only that the deployment failed to deploy."""
-    from serve.taskstore import TaskStore, TaskStoreError
+    from serve.tasks.taskstore import TaskStore, TaskStoreError
 
     try:
         TaskStore(url).engine.dispose()

@@ -302,7 +302,7 @@ def _documents(table: pa.Table, qid: str) -> int:
 def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The answer's numbered references as records: from the ``reference`` column (generate.references), else the
     cited docnos in the metadata."""
-    from serve.results import records
+    from serve.tasks.results import records
 
     rows = [row for row in records(table) if row.get("reference")]
     if rows:

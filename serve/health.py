@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from serve.schemas import ModelCard
 from serve.http.server_paths import without_server_paths
-from serve.taskstore import TaskStore, driver_error, shown_url
+from serve.tasks.taskstore import TaskStore, driver_error, shown_url
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ taken and their disk in use, and no other key may change them. An admin key list
 (``GET /v1/admin/indices``) and deletes them (``DELETE /v1/admin/indices/{name}``), as their owner would. It also
 compacts any of them (``POST /v1/admin/indices/{name}/compact``): every upload adds a shard, and an index of many
 small shards loads and searches slower, and rewrites a bigger manifest on each commit. The compaction is a task of the
-admin key, as an upload is of its key (``serve.ingest_task.run_compact``): the route answers 202 with its id at once,
-and ``GET /task/progress/{id}`` follows it. Any other key gets a 403.
+admin key, as an upload is of its key (``serve.tasks.ingest_task.run_compact``): the route answers 202 with its id at
+once, and ``GET /task/progress/{id}`` follows it. Any other key gets a 403.
 Indices the service did not make (the default index, one ``tessera ingest`` built) are not listed and stay read-only
 here.
 """
@@ -64,7 +64,7 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
     would make the compaction redo its merge; an upload compacts the index itself when it leaves too many shards,
     ``compact_after_shards``) and while another compaction of it is unfinished. The caller launches the task."""
     from serve.index_owner import born
-    from serve.ingest_task import COMPACT_STEPS
+    from serve.tasks.ingest_task import COMPACT_STEPS
 
     path, row = made_index(indices, name, tenant)
     if not born(path):  # no commit yet: the empty manifest of a first upload that is still running

@@ -13,7 +13,7 @@ cannot be read makes the index readable by nobody: it fails closed.
 
 An index the service made is born when its manifest records a commit (``born``), not when the manifest exists:
 ``Index.create`` writes an empty one as the first upload's ingestion starts. Until then a search naming it gets a 409
-``index_empty``, and a first upload that fails or is cancelled removes it (``serve.ingest_task``).
+``index_empty``, and a first upload that fails or is cancelled removes it (``serve.tasks.ingest_task``).
 """
 
 from __future__ import annotations

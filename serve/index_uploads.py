@@ -15,7 +15,7 @@ from serve.documents import DocumentsRequest, files_request, given_once, sent_as
 from serve.http.errors import ApiError
 from serve.index_owner import OWNER_FILE, write_owner
 from serve.index_reading import mixed_kind_warnings, refuse_against_index
-from serve.ingest_task import STEPS
+from serve.tasks.ingest_task import STEPS
 
 #: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
 CHANGED_TRIES = 3

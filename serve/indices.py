@@ -3,7 +3,7 @@
 A client sends documents as JSON (``POST /v1/indices/{name}/documents``). The replica checks
 the body and the ingestion it asks for (ids given once and not already in the index, the
 index's encoder on this machine), writes the documents to a JSONL file under
-``$TESSERA_HOME/uploads/<name>/`` and queues an ingestion task (``serve.ingest_task``), which
+``$TESSERA_HOME/uploads/<name>/`` and queues an ingestion task (``serve.tasks.ingest_task``), which
 the task API follows like any other. The index is ``$TESSERA_HOME/indices/<name>``, where a
 search finds it by ``index: <name>``.
 
@@ -37,9 +37,9 @@ from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused,
                                index_holding, read_owner, readable, unshared, write_owner)
 from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
 from serve.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
-from serve.ingest_task import move_folder_aside
+from serve.tasks.ingest_task import move_folder_aside
 from serve.served_models import placed_ingest_spec
-from serve.taskstore import UNFINISHED
+from serve.tasks.taskstore import UNFINISHED
 
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

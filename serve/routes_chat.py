@@ -28,7 +28,7 @@ from serve.http import client_gone, errors
 from serve import service as svc
 from serve.http.errors import ApiError
 from serve.routes_tasks import tenant
-from serve.taskstore import ChatMoved
+from serve.tasks.taskstore import ChatMoved
 
 router = APIRouter(tags=["chat"])
 

@@ -5,7 +5,7 @@ that runs hundreds an hour keeps hundreds of thousands, too many for one respons
 
 Bodies are a mosaicRAG request (``query``, ``parameters``, steps ``"1"``, ``"2"``... with
 ``id`` and ``parameters``) or Tessera's native one (``flow``, ``query``/``queries``,
-``index``). A task runs on Ray (``serve.taskrunner``); its state lives in the task store.
+``index``). A task runs on Ray (``serve.tasks.taskrunner``); its state lives in the task store.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from operators.unicode import unicode_problem
 from serve import service as svc
 from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
-from serve.results import progress_body
-from serve.taskstore import FINAL, UNFINISHED
+from serve.tasks.results import progress_body
+from serve.tasks.taskstore import FINAL, UNFINISHED
 
 router = APIRouter(tags=["tasks"])
 

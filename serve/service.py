@@ -27,7 +27,8 @@ from operators.errors import SpecError
 from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
 from serve.security import auth
-from serve import taskrunner, warm
+from serve.tasks import taskrunner
+from serve import warm
 from serve.http import threads
 from serve.http.errors import ApiError, too_many_tasks
 from serve.served_models import placed
@@ -38,14 +39,14 @@ from serve.flow_resolution import FlowResolution
 from serve.index_owner import adding_refused, restore_rows
 from serve.index_roots import default_data_roots, default_roots
 from serve.indices import Indices
-from serve.retention import Pruner, delete_task
+from serve.tasks.retention import Pruner, delete_task
 from serve.security.revocations import Revocations
 from serve.service_settings import Limits, setting
-from serve.spare import SpareWorkers
+from serve.tasks.spare import SpareWorkers
 from serve.placed_status import refuse_failed_placements
 from serve.security.spec_guard import check_flow
 from serve.step_bounds import check_bounds, check_step_count
-from serve.taskstore import TaskStore, TasksAtLimit
+from serve.tasks.taskstore import TaskStore, TasksAtLimit
 
 log = logging.getLogger("tessera.serve")
 

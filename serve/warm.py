@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from operators.errors import OperatorError, SpecError
-from serve import taskrunner
+from serve.tasks import taskrunner
 from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
 

@@ -1,6 +1,6 @@
 """One ``tessera serve`` per SQLite task store, held for as long as the command runs.
 
-A task's worker is looked up in the Ray cluster of the service that asks (``serve.task_registry``), so a second
+A task's worker is looked up in the Ray cluster of the service that asks (``serve.tasks.task_registry``), so a second
 service on the same store (a new ``tessera serve`` with the same ``$TESSERA_HOME``, started before the old one
 stopped) took the first one's running tasks for interrupted ones: it failed them, deleted their uploads, and let a
 second ingestion into their index start. So ``tessera serve`` takes an exclusive ``flock`` on ``<store>.serve.lock``

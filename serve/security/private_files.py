@@ -3,9 +3,10 @@
 Why a process-wide umask rather than modes at each write: the service's files are written by its own code (uploads,
 ``owner.json``, saved flows) and by code it shares with the CLI (``flows.ingestion``, ``operators.store`` write the
 indices), where ``tessera ingest`` must keep the usual umask. The service's writes all happen in processes that run
-nothing else: the ingress replica (``serve.service.Service``) and the task workers (``serve.taskrunner.TaskWorker``),
-each a Ray actor process of its own. Setting the umask once when each starts covers every write there, from every
-thread (a umask switched around single writes would race with the replica's other threads).
+nothing else: the ingress replica (``serve.service.Service``) and the task workers
+(``serve.tasks.taskrunner.TaskWorker``), each a Ray actor process of its own. Setting the umask once when each starts
+covers every write there, from every thread (a umask switched around single writes would race with the replica's other
+threads).
 
 The task store's SQLite file is the exception: the app's build and ``tessera serve``'s start check open it in
 processes with the usual umask, so ``private_sqlite`` makes the file (and its ``-wal``/``-shm``, which SQLite creates

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from flows.key_revocations import REVOCATION_CACHE_S, revoked_hashes
 from flows.task_store_check import driver_error
-from serve.taskstore_db import READ_ONLY
+from serve.tasks.taskstore_db import READ_ONLY
 
 log = logging.getLogger("tessera.serve")
 

@@ -22,7 +22,7 @@ ALICE, OPS, OPS2, RAW = "alice-key-0123456789", "ops-key-0123456789", "ops2-key-
 def write_config(tmp_path, admins: tuple[str, ...] = (OPS,), store: bool = True):
     """A Serve config with the keys alice and the admins ``ops``, ``ops2``...; its store made as the service makes
     it (``TaskStore``), unless ``store`` is False."""
-    from serve.taskstore import TaskStore
+    from serve.tasks.taskstore import TaskStore
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     keys = [{"id": "alice", "sha256": key_hash(ALICE)}]
@@ -91,7 +91,7 @@ def test_a_store_no_service_made_is_refused_not_made(tmp_path, tessera):  # noqa
 
 
 def test_a_store_made_before_revocations_gets_the_table_and_keeps_its_tasks(tmp_path, tessera):  # noqa: F811
-    from serve.taskstore import TaskStore
+    from serve.tasks.taskstore import TaskStore
 
     config, url = write_config(tmp_path)
     old = TaskStore(url)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from operators.testing import JsonHandler
-from serve.results import progress_body
-from serve.taskstore import TaskStore
+from serve.tasks.results import progress_body
+from serve.tasks.taskstore import TaskStore
 
 
 def free_port() -> int:

@@ -14,8 +14,8 @@ import time
 import httpx
 import pytest
 
-from serve import taskrunner
-from serve.taskstore import FINAL
+from serve.tasks import taskrunner
+from serve.tasks.taskstore import FINAL
 from tests.serve.conftest import two_document_index
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

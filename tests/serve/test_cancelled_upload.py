@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from serve import taskrunner
-from serve.ingest_task import run_ingest
+from serve.tasks import taskrunner
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from tests.serve.conftest import UPLOAD_DOCS, api_on_localhost, upload
 

@@ -1,4 +1,4 @@
-"""An admin's compaction task writes its progress as it merges each shard (``serve.ingest_task.run_compact``), so
+"""An admin's compaction task writes its progress as it merges each shard (``serve.tasks.ingest_task.run_compact``), so
 ``/task/progress/{id}`` moves while it runs: its step's ``rows_out`` counts the live chunks merged, up to ``rows_in``
 (the merged shards' chunks), where the finished task's own counts pick up. A real SQLite task store, the task's own
 code, an index of the sample corpus with one shard per add and some documents deleted."""
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from operators.store import Index, IndexSettings
-from serve import ingest_task, task_rows
+from serve.tasks import ingest_task, task_rows
 from tests.serve.conftest import WatchedStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"

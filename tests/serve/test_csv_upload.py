@@ -151,7 +151,7 @@ def test_a_csv_upload_adds_its_rows_and_a_refused_one_leaves_the_index_as_it_was
     """The rows go in as the task ingests them; then a bad CSV, and one whose metadata the index's column cannot
     take, are refused over real HTTP (the API's app under uvicorn, without Ray), replace or not: no task, no file
     under uploads/, every document still there."""
-    from serve.ingest_task import run_ingest
+    from serve.tasks.ingest_task import run_ingest
     from tests.serve.conftest import api_on_localhost
 
     service = upload_service

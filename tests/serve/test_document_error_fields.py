@@ -11,7 +11,7 @@ import json
 import pytest
 import requests
 
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
 GOOD = {"id": "ok", "text": "honey bees"}

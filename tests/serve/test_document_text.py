@@ -13,7 +13,7 @@ import requests
 
 from operators.api_keys import key_hash
 from serve.documents import DocumentsRequest
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.conftest import write_pdf

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from serve import index_reading
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process

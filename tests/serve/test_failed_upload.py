@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from tests.serve.conftest import upload
 

@@ -11,7 +11,7 @@ import requests
 
 from operators.api_keys import key_hash
 from serve.documents import DocumentsRequest
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost
@@ -65,7 +65,7 @@ def test_only_an_admin_key_lists_and_deletes_every_keys_indices(app):
 def test_an_index_whose_row_is_gone_is_listed_from_its_owner_file(app):
     base, service = app
     with service.store.engine.begin() as conn:
-        from serve.taskstore import indices
+        from serve.tasks.taskstore import indices
 
         conn.execute(indices.delete())
     listed = call("GET", base + "/v1/admin/indices", ADMIN).json()["indices"]

@@ -16,12 +16,13 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import index_admin, ingest_task, task_rows, taskrunner
+from serve import index_admin
+from serve.tasks import ingest_task, task_rows, taskrunner
 from serve.http.errors import ApiError
 from serve.index_reading import live_doc_ids
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
-from serve.results import progress_body
+from serve.tasks.results import progress_body
 from serve.service_settings import COMPACT_AFTER_SHARDS, ServiceArgs, resolve
 from tests.serve.conftest import WatchedStore, api_on_localhost, upload
 

@@ -14,7 +14,7 @@ from serve.http.errors import ApiError
 from serve.index_owner import OWNER_FILE
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from serve.taskstore import indices as indices_table
+from serve.tasks.taskstore import indices as indices_table
 from tests.serve.conftest import run_search, two_document_index
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 3}}

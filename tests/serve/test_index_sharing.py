@@ -12,7 +12,7 @@ import pytest
 
 from serve.http.errors import ApiError
 from serve.service import Service
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 
 
 @pytest.fixture

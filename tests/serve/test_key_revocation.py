@@ -21,7 +21,7 @@ from flows.key_revocations import revoke, revoked_keys, unrevoke
 from operators.api_keys import key_hash
 from serve.security.revocations import REVOCATION_CACHE_S
 from serve.service_settings import ServiceArgs, resolve
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost
 
 ALICE, BOB, OPS = "alice-key-0123456789", "bob-key-0123456789", "ops-key-0123456789"

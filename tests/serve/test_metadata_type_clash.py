@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from operators.store import Index
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # MiniLM loads and ingests in this process

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from serve.http.errors import ApiError
 from serve.health import home_problem, service_readiness
 from serve.service_settings import ServiceArgs, resolve
-from serve.taskstore import TaskStore, TaskStoreError
+from serve.tasks.taskstore import TaskStore, TaskStoreError
 
 
 def make(tmp_path, store_url: str, monkeypatch):

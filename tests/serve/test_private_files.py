@@ -15,7 +15,7 @@ import requests
 
 from serve.service import Service
 from serve.service_settings import ServiceArgs, key_hash, resolve
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost, upload
 
 ALICE = "alice-private-files-key-0123456789"
@@ -90,7 +90,7 @@ def test_a_keys_saved_flow_is_private(usual_umask, tmp_path, monkeypatch):
 @pytest.mark.integration  # MiniLM embeds the upload in this process
 def test_an_upload_and_the_index_its_ingestion_writes_are_private(usual_umask, upload_service):
     from serve.index_owner import OWNER_FILE
-    from serve.ingest_task import run_ingest
+    from serve.tasks.ingest_task import run_ingest
 
     task_id, job = upload(upload_service, "notes", "alice")
     source, index, home = Path(job["source"]), Path(job["index_path"]), Path(upload_service.home)
@@ -116,8 +116,8 @@ def test_a_task_worker_writes_the_index_private_though_ray_runs_with_the_usual_u
     """An index's compaction on a real ``TaskWorker``: the shards and manifest it writes are private, while a plain
     Ray worker of this session (and this test's own index files) have the umask 022."""
     from operators.store import Index, IndexSettings
-    from serve import taskrunner
-    from serve.ingest_task import COMPACT_STEPS
+    from serve.tasks import taskrunner
+    from serve.tasks.ingest_task import COMPACT_STEPS
 
     @ray_session.remote(num_cpus=0)
     def ray_umask() -> int:

@@ -15,7 +15,7 @@ from operators.registry import create
 from operators.retrieve import _index_retriever as cache
 from serve.documents import DocumentsRequest
 from serve.http.errors import ApiError
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import upload
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process

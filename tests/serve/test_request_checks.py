@@ -172,7 +172,7 @@ def test_a_task_that_fails_outside_its_flow_fails_with_its_error(service):
     """An upload's job the worker cannot read (a key missing: what a job queued by another version could be) raises
     before ``run_ingest``'s own error handling; the task fails with that error, in one line, and is not left
     running for the actor's exit to be reported as ``interrupted``."""
-    from serve.taskrunner import run_task, run_to_end
+    from serve.tasks.taskrunner import run_task, run_to_end
 
     store = service.store
     job = {"ingest": {"index": "news", "source": "/nowhere.jsonl"}, "documents": 1}
@@ -189,7 +189,7 @@ def test_a_task_that_fails_outside_its_flow_fails_with_its_error(service):
 
 def test_a_finished_tasks_steps_say_their_rows_in_and_out(service):
     """The step table of a finished task holds what the run counted, as ``tessera run`` prints it (rows in was 0)."""
-    from serve.taskrunner import run_task
+    from serve.tasks.taskrunner import run_task
 
     bm25 = {**BM25, "params": {**BM25["params"], "index": service.default_index}}
     spec = {"steps": {"bm25": bm25, "top": {"op": "postprocess.reduce", "params": {"k": 2}}}}

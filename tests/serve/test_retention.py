@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from serve.security import auth
-from serve.retention import delete_task, prune
+from serve.tasks.retention import delete_task, prune
 from serve.service_settings import ServiceArgs, resolve
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost
 
 DAY = 86400
@@ -21,7 +21,7 @@ DAY = 86400
 
 def ended_task(store: TaskStore, owner: str = "alice", *, status: str = "finished", days_ago: float = 0) -> str:
     """A task that ended ``days_ago`` (its ``updated`` time), with a chat about it."""
-    from serve.taskstore import tasks
+    from serve.tasks.taskstore import tasks
 
     task_id = store.create_task(owner, "flow", {}, [{"qid": "1", "query": "q"}], ["a"])
     store.finish(task_id, status, result={"data": [{"text": "x" * 100}]} if status == "finished" else None)
@@ -34,7 +34,7 @@ def ended_task(store: TaskStore, owner: str = "alice", *, status: str = "finishe
 def chats_of(store: TaskStore, task_id: str) -> int:
     import sqlalchemy as sa
 
-    from serve.taskstore import chats
+    from serve.tasks.taskstore import chats
 
     with store.engine.connect() as conn:
         return conn.execute(sa.select(sa.func.count()).select_from(chats).where(chats.c.task_id == task_id)).scalar()
@@ -49,7 +49,7 @@ def test_prune_deletes_ended_tasks_past_retention_with_their_chats(store_url):
     ingest, _ = store.create_ingest_task("alice", "notes", "ingest", {"documents": 1}, ["a"], limit=4)
     store.finish(ingest, "finished")
     with store.engine.begin() as conn:  # everything else is as old as the old tasks
-        from serve.taskstore import tasks
+        from serve.tasks.taskstore import tasks
 
         conn.execute(tasks.update().where(tasks.c.id.in_([running, ingest])).values(updated=time.time() - 40 * DAY))
 

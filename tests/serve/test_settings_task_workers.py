@@ -1,6 +1,6 @@
 """The settings of a replica's task workers (``args.service``: ``spare_task_workers``, ``max_idle_task_workers``,
 ``idle_task_worker_retire_s``): a bad value stops the app's build with the field it names, as ``serve run`` reports
-it, and a good one reaches the replica's pool (``serve.spare.SpareWorkers``). Without Ray: with
+it, and a good one reaches the replica's pool (``serve.tasks.spare.SpareWorkers``). Without Ray: with
 ``spare_task_workers: 0`` the pool starts no worker."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A replica's pool of spare task workers (``serve.spare.SpareWorkers``) under concurrent tasks, on the session's
+"""A replica's pool of spare task workers (``serve.tasks.spare.SpareWorkers``) under concurrent tasks, on the session's
 Ray with real task workers and tasks, without Serve (a plain actor stands for the replica they go back to): every
 worker back from a burst is kept, so the next burst of as many tasks starts no process; a spare beyond
 ``spare_task_workers`` is retired once idle, its process gone at once; a full pool retires the spare that waited
@@ -32,7 +32,7 @@ def flow_task(store, index: str, task_id: str | None) -> str:
 def burst(ray, pool, store, index: str, count: int) -> list[str]:
     """``count`` tasks made and launched at once, as ``Service.enqueue`` does; the workers that ran them, each back
     in the pool (``Service._watch``)."""
-    from serve import taskrunner
+    from serve.tasks import taskrunner
 
     refs, tasks = [], []
     for _ in range(count):
@@ -59,7 +59,7 @@ def running(pid: int) -> bool:
 
 def pids(ray, pool) -> dict[str, int]:
     """Spare's task id to its worker's process id."""
-    from serve import task_registry
+    from serve.tasks import task_registry
 
     return {task_id: ray.get(task_registry.handle(task_id).pid.remote()) for task_id in pool.waiting()}
 
@@ -75,9 +75,9 @@ def wait_until(check, timeout: float, what: str) -> float:
 
 @pytest.fixture
 def make_pool(ray_session, tmp_path):
-    from serve import taskrunner
-    from serve.spare import SpareWorkers
-    from serve.taskstore import TaskStore
+    from serve.tasks import taskrunner
+    from serve.tasks.spare import SpareWorkers
+    from serve.tasks.taskstore import TaskStore
 
     made = []
 
@@ -101,7 +101,7 @@ def make_pool(ray_session, tmp_path):
 
 
 def test_a_second_burst_reuses_every_worker_and_the_surplus_retires_when_idle(ray_session, make_pool, sample_index):
-    from serve import task_registry
+    from serve.tasks import task_registry
 
     before = task_registry.live_workers()
     pool = make_pool(count=1, idle_s=6.0)
@@ -123,7 +123,7 @@ def test_a_second_burst_reuses_every_worker_and_the_surplus_retires_when_idle(ra
 
 
 def test_a_full_pool_retires_the_spare_that_waited_longest(ray_session, make_pool, sample_index):
-    from serve import task_registry
+    from serve.tasks import task_registry
 
     before = task_registry.live_workers()
     pool = make_pool(count=1, keep_at_most=2)

@@ -1,4 +1,4 @@
-"""A task's Ray worker (``serve.taskrunner.TaskWorker``) on the session's Ray, without Serve: when the task's code
+"""A task's Ray worker (``serve.tasks.taskrunner.TaskWorker``) on the session's Ray, without Serve: when the task's code
 raises outside its flow's own error handling, the task fails with that error (and an upload's file is removed)
 before the worker exits, rather than being reported as ``interrupted ... ActorDiedError`` with the error lost. A
 worker that goes back to a replica runs task after task in one process, up to its bound; and asking whether a task's
@@ -21,8 +21,8 @@ class Replica:
 
 
 def test_a_task_whose_code_fails_outside_its_flow_fails_with_its_error(ray_session, tmp_path):
-    from serve import taskrunner
-    from serve.taskstore import TaskStore
+    from serve.tasks import taskrunner
+    from serve.tasks.taskstore import TaskStore
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     store = TaskStore(url)
@@ -49,8 +49,8 @@ def flow_task(store, index: str, k: str | int = 3, task_id: str | None = None) -
 
 def test_a_worker_runs_tasks_in_a_row_in_one_process_and_retires_after_its_bound(ray_session, tmp_path,
                                                                                    sample_index):
-    from serve import task_registry, taskrunner
-    from serve.taskstore import TaskStore
+    from serve.tasks import task_registry, taskrunner
+    from serve.tasks.taskstore import TaskStore
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     store, replica = TaskStore(url), ray_session.remote(num_cpus=0)(Replica).remote()
@@ -63,7 +63,7 @@ def test_a_worker_runs_tasks_in_a_row_in_one_process_and_retires_after_its_bound
     assert task_registry.live_workers() - before == {worker}
     pids = []
     for k, status in (("many", "failed"), (2, "finished")):  # a task that failed leaves its worker reusable too
-        waiting = taskrunner.wait_for(worker)  # what serve.spare does with a worker back from its task
+        waiting = taskrunner.wait_for(worker)  # what serve.tasks.spare does with a worker back from its task
         pids.append(ray_session.get(task_registry.handle(waiting).pid.remote()))
         task_id = flow_task(store, str(sample_index), k, task_id=waiting)  # the next task takes the spare's id
         ref = taskrunner.launch(task_id, url, **run)
@@ -89,7 +89,7 @@ def core_warnings(pid: int) -> list[str]:
 def test_reading_a_task_whose_worker_has_not_started_logs_no_warning(ray_session, upload_service):
     """A queued task without a worker yet, read the way ``GET /task/progress`` reads it (``Service.task``), asked
     whether its worker lives and cancelled (``stop``): no warning, where ``ray.get_actor`` logged one each time."""
-    from serve import taskrunner
+    from serve.tasks import taskrunner
 
     store = upload_service.store
     task_id = store.create_task("alice", "bm25", {}, [{"qid": "1", "query": "honey"}], ["bm25"])

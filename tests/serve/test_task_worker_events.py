@@ -1,7 +1,7 @@
 """A task worker's calls leave no task events in Ray's GCS. Ray keeps an event record of every call of an actor
 whose task events are on, about 3.6 KB each (benchmarks/gcs_task_events.py), up to 100,000 of them
 (``task_events_max_num_task_in_gcs``): a service running 200 tasks a minute grew its GCS by 0.7 MB/min for hours
-(docs/results.md, a long soak). Serve turns them off for its own actors; ``serve.taskrunner`` now does for the
+(docs/results.md, a long soak). Serve turns them off for its own actors; ``serve.tasks.taskrunner`` now does for the
 task workers it starts, spares reached through ``ray.get_actor`` included."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def gcs_events_by_class() -> dict[str, int]:
 
 
 def test_task_worker_calls_leave_no_task_events_in_the_gcs(ray_session, tmp_path, sample_index):
-    from serve import task_registry, taskrunner
-    from serve.taskstore import TaskStore
+    from serve.tasks import task_registry, taskrunner
+    from serve.tasks.taskstore import TaskStore
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     store, replica = TaskStore(url), local_actor(ray_session, "Replica")

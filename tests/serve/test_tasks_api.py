@@ -235,8 +235,8 @@ def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
 def spares(task_store_url: str, besides: frozenset[str] = frozenset()) -> set[str]:
     """The task ids that spare task workers wait for: ids recorded for a live worker that the store does not have
     (but ``besides``: other apps' spares)."""
-    from serve.task_registry import assigned
-    from serve.taskstore import TaskStore
+    from serve.tasks.task_registry import assigned
+    from serve.tasks.taskstore import TaskStore
 
     store = TaskStore(task_store_url)
     return {task_id for task_id in set(assigned()) - besides if store.task(task_id, None) is None}
@@ -247,7 +247,7 @@ def ready_spares(task_store_url: str, count: int, besides: frozenset[str] = froz
     """Wait until ``count`` spares have finished their imports; their task ids."""
     import ray
 
-    from serve.task_registry import handle
+    from serve.tasks.task_registry import handle
 
     deadline = time.monotonic() + timeout_s
     while len(waiting := spares(task_store_url, besides)) != count:
@@ -259,7 +259,7 @@ def ready_spares(task_store_url: str, count: int, besides: frozenset[str] = froz
 
 def waiting_for(task_store_url: str, worker: str, timeout_s: float = 60) -> str:
     """The task id that the worker named ``worker`` waits for as a spare, once it is one."""
-    from serve.task_registry import assigned
+    from serve.tasks.task_registry import assigned
 
     deadline = time.monotonic() + timeout_s
     while not (ids := [t for t in spares(task_store_url) if assigned().get(t) == worker]):
@@ -274,7 +274,7 @@ def test_tasks_in_a_row_run_on_the_spare_in_one_worker_process(serve_app, task_s
     task runs in the same process (a process per task left a log file and a dead actor per task in Ray)."""
     import ray
 
-    from serve.task_registry import handle, worker_of
+    from serve.tasks.task_registry import handle, worker_of
 
     (spare,) = ready_spares(task_store_url, 1)  # the package's app keeps one (spare_task_workers' default)
     worker, pid = worker_of(spare), ray.get(handle(spare).pid.remote())
@@ -331,7 +331,7 @@ def test_tasks_per_key_at_once(serve_app, slow_rerank, limits, task_store_url):
 
 
 def test_cancel_stops_the_ray_work_and_nothing_is_written_after_it(serve_app, slow_rerank):
-    from serve.task_registry import live_workers, worker_of
+    from serve.tasks.task_registry import live_workers, worker_of
 
     task_id = post(serve_app, "/task/enqueue", {"flow": slow_rerank.slow_flow(), "query": QUERY}).text
     deadline = time.monotonic() + 120

@@ -13,9 +13,9 @@ import requests
 import sqlalchemy as sa
 
 from serve.security import auth
-from serve.results import progress_body
+from serve.tasks.results import progress_body
 from serve.service_settings import ServiceArgs, resolve
-from serve.taskstore import TaskStore, tasks
+from serve.tasks.taskstore import TaskStore, tasks
 from tests.serve.conftest import api_on_localhost
 
 INDEX = "ix_tasks_owner_created_id"

@@ -10,7 +10,7 @@ import sys
 import pytest
 import sqlalchemy as sa
 
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 
 
 def new_task(store: TaskStore, owner: str = "alice", steps=("a", "b", "c")) -> str:
@@ -62,7 +62,7 @@ def test_owners_see_only_their_own_tasks_and_chats(store_url):
 
 WRITER = """
 import sys
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 store = TaskStore(sys.argv[1])
 print("ready", flush=True)
 sys.stdin.read()  # closed by the test process: both start appending together
@@ -124,7 +124,7 @@ def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(store_url):
 
 def created(store: TaskStore, owner: str, **limits: int) -> str:
     """A new task's id, or why the store refused it (``TasksAtLimit.why``)."""
-    from serve.taskstore import TasksAtLimit
+    from serve.tasks.taskstore import TasksAtLimit
 
     try:
         return store.create_task(owner, "flow", {"steps": {}}, [], ["a"], **limits)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
 
@@ -21,7 +21,8 @@ def new_task(store: TaskStore, owner: str = "alice") -> str:
 
 
 def a_result(texts: list[str]) -> dict:
-    """A result shaped as ``serve.results.task_result`` makes it: rows with text, scores and ranks; roles; a summary."""
+    """A result shaped as ``serve.tasks.results.task_result`` makes it: rows with text, scores and ranks; roles; a
+    summary."""
     rows = [{"qid": "1", "query": "what shapes résumé ✓ text?", "docno": f"d{i}", "title": f"Title {i}",
              "text": text, "score": 1.0 / (60 + i), "rank": i, "retriever": ["bm25", "dense"][i % 2]}
             for i, text in enumerate(texts)]

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flows import task_store_check
 from flows.task_store_check import CONNECT_TIMEOUT_S, connect_args, task_store_problem
 from serve.app import ServeConfigError, check_task_store
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 

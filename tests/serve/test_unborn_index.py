@@ -13,10 +13,10 @@ import pytest
 
 from operators.errors import SpecError
 from operators.store import Index, IndexSettings
-from serve import taskrunner
+from serve.tasks import taskrunner
 from serve.http.errors import ApiError
 from serve.index_owner import born
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.test_cancelled_upload import assert_gone_and_free
 from tests.serve.conftest import upload
 

@@ -14,7 +14,7 @@ import pytest
 
 from operators.store import Index
 from serve.documents import DocumentsRequest
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process
 

@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from flows.ingestion import embedder
-from serve import task_rows
-from serve.ingest_task import run_ingest
+from serve.tasks import task_rows
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import upload
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process

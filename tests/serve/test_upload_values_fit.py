@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 import requests
 
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process

@@ -12,7 +12,7 @@ import pytest
 
 from serve.documents import DocumentsRequest
 from serve.http.errors import ApiError
-from serve.ingest_task import run_ingest
+from serve.tasks.ingest_task import run_ingest
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process
 

@@ -12,7 +12,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 from tests.serve.conftest import SlowRerankServer
 from tests.ui.browser import QUERY, by_id, click, dialog, error_text, fill_search, open_page, wait
 

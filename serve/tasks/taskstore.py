@@ -8,7 +8,7 @@ cancel (or a failure) is committed, nothing a still-running worker writes lands,
 task reaches exactly one final state.
 
 The rows of the indices the service made, and the transactions that queue an ingestion or a compaction of one,
-are ``serve.taskstore_indices``; the statuses (``UNFINISHED``, ``FINAL``) are ``serve.task_rows``.
+are ``serve.tasks.taskstore_indices``; the statuses (``UNFINISHED``, ``FINAL``) are ``serve.tasks.task_rows``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import sqlalchemy as sa
 from flows.task_store_check import driver_error, shown_url
 from operators.errors import SpecError
 from serve.http.server_paths import without_server_paths
-from serve.task_rows import FINAL, UNFINISHED, task_row
-from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
-from serve.taskstore_indices import ANY_ROW, IndexRows, compaction_flow, insert_within  # noqa: F401 (re-exported)
+from serve.tasks.task_rows import FINAL, UNFINISHED, task_row
+from serve.tasks.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
+from serve.tasks.taskstore_indices import ANY_ROW, IndexRows, compaction_flow, insert_within  # noqa: F401 (re-exported)
 
 __all__ = ["FINAL", "UNFINISHED", "TaskStore", "TaskStoreError", "TasksAtLimit", "chats", "driver_error", "indices",
            "make_engine", "metadata", "shown_url", "tasks"]
@@ -66,7 +66,7 @@ class TaskStore(IndexRows):
     def create_task(self, owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]],
                     steps: list[str], *, limit: int | None = None, total: int | None = None,
                     task_id: str | None = None) -> str:
-        """A new queued task's id (``task_id`` if given: a spare worker's, ``serve.spare``); ``TasksAtLimit`` when
+        """A new queued task's id (``task_id`` if given: a spare worker's, ``serve.tasks.spare``); ``TasksAtLimit`` when
         ``owner`` already has ``limit`` unfinished tasks or the store ``total`` (``_insert_within``)."""
         row = task_row(owner, flow, spec, queries, steps,
                        f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}", task_id)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from pydantic_core import to_jsonable_python
 
 from serve.http.server_paths import public_metadata
-from serve.taskstore import FINAL
+from serve.tasks.taskstore import FINAL
 
 
 def _readable(field: pa.Field) -> bool:

@@ -1,7 +1,7 @@
 """A new task's row, its statuses and the progress writers' pace: what the task store inserts and what its workers
 write.
 
-Apart from ``serve.taskstore`` so that the store's module holds its queries alone.
+Apart from ``serve.tasks.taskstore`` so that the store's module holds its queries alone.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-#: A task's statuses: an unfinished one moves forward, a final one never changes (``serve.taskstore``).
+#: A task's statuses: an unfinished one moves forward, a final one never changes (``serve.tasks.taskstore``).
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
 
@@ -20,8 +20,9 @@ PROGRESS_EVERY_S = 0.5
 
 class WriteThrottle:
     """When a progress writer writes to the task store: at most once per ``PROGRESS_EVERY_S``, and whenever ``forced``
-    (a step starts or ends, a log line): the one throttle of the three writers (``serve.taskrunner.ProgressWriter``,
-    ``serve.ingest_task``'s two), so a task's row is not rewritten for every batch or shard."""
+    (a step starts or ends, a log line): the one throttle of the three writers
+    (``serve.tasks.taskrunner.ProgressWriter``, ``serve.tasks.ingest_task``'s two), so a task's row is not rewritten
+    for every batch or shard."""
 
     def __init__(self) -> None:
         self.every_s = PROGRESS_EVERY_S  # read when the writer is made (a test sets it to 0)

@@ -16,7 +16,7 @@ import time
 
 import sqlalchemy as sa
 
-from serve.taskstore import FINAL, TaskStore, chats, indices, tasks
+from serve.tasks.taskstore import FINAL, TaskStore, chats, indices, tasks
 
 log = logging.getLogger("tessera.serve")
 

@@ -3,7 +3,7 @@
 Why a module of its own: who owns an index, whether an ingestion or a compaction of it runs, and the one
 serializable transaction that checks that and queues the next (``create_ingest_task``, ``create_compact_task``,
 ``forget_index``) change for other reasons than the tasks' and chats' reads and writes. ``TaskStore``
-(``serve.taskstore``) inherits them from ``IndexRows``. ``insert_within``, the limits' check, is here too: the
+(``serve.tasks.taskstore``) inherits them from ``IndexRows``. ``insert_within``, the limits' check, is here too: the
 queueings here and ``TaskStore.create_task`` both insert a task by it.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from serve.task_rows import FINAL, UNFINISHED, task_row
-from serve.taskstore_db import chats, indices, tasks
+from serve.tasks.task_rows import FINAL, UNFINISHED, task_row
+from serve.tasks.taskstore_db import chats, indices, tasks
 
 #: ``create_ingest_task``'s ``seen`` when the caller checked no row: queue into whatever row there is.
 ANY_ROW = object()

@@ -1,7 +1,7 @@
 """A replica's spare task workers: the workers of its next tasks, waiting before those tasks exist.
 
-A spare waits for an id no task has yet (``serve.task_registry`` maps it to the worker) and the replica's next task
-is made with that id (``lend``): ``taskrunner.launch`` then finds the worker already up, its imports done (a spare
+A spare waits for an id no task has yet (``serve.tasks.task_registry`` maps it to the worker) and the replica's next
+task is made with that id (``lend``): ``taskrunner.launch`` then finds the worker already up, its imports done (a spare
 still importing is not taken). A spare is a new worker (``taskrunner.prestart``) or one back from its task
 (``returned``): workers are reused, so the pool is refilled only when a worker has not come back
 ``REFILL_AFTER_S`` after a task took a spare (a short task's worker is the next spare; a new process per task left a
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from serve import taskrunner
+from serve.tasks import taskrunner
 from serve.service_settings import IDLE_TASK_WORKER_RETIRE_S, MAX_IDLE_TASK_WORKERS
 
 #: How long after a task took a spare (or found none) the pool is refilled: the task's worker is usually back by then.

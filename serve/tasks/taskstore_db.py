@@ -1,8 +1,8 @@
-"""The database under the task store (``serve.taskstore``): its tables, the engine per URL (SQLite's WAL and locks,
-PostgreSQL's connect timeout) and the columns added since older stores were made.
+"""The database under the task store (``serve.tasks.taskstore``): its tables, the engine per URL (SQLite's WAL and
+locks, PostgreSQL's connect timeout) and the columns added since older stores were made.
 
 Why a module of its own: the schema and the connection setup change for other reasons than the store's queries
-(``serve.retention`` and the tests read the tables directly; ``serve.taskstore`` re-exports them).
+(``serve.tasks.retention`` and the tests read the tables directly; ``serve.tasks.taskstore`` re-exports them).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An upload's ingestion (``serve.indices``), run by its task's Ray actor (``serve.taskrunner``).
+"""An upload's ingestion (``serve.indices``), run by its task's Ray actor (``serve.tasks.taskrunner``).
 
 The actor runs ``flows.ingestion.ingest`` in-process on the uploaded JSONL file, with the
 index's ingest spec, and writes its progress into the task store as two steps, ``staging``
@@ -7,8 +7,8 @@ how many documents and passages went in and how many failed (the index's failure
 keeps why). The uploaded file and its staging folder are removed when the task ends, whatever the outcome, and
 when it is cancelled. A failed upload into an index that has no documents yet (its first) also removes the index's
 folder and record, so the name and the disk are as before the upload; so does one interrupted (its worker died:
-``serve.taskrunner.interrupted``) and one cancelled, once its worker has stopped (``remove_cancelled``): before that
-it may still be writing there.
+``serve.tasks.taskrunner.interrupted``) and one cancelled, once its worker has stopped (``remove_cancelled``): before
+that it may still be writing there.
 
 Every upload adds a shard. One that leaves its index with more shards than the service's ``compact_after_shards``
 (recorded in its job) compacts the index before its task finishes (``compact_if_many``): while the task is unfinished
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from serve.index_owner import born
-from serve.task_rows import WriteThrottle, pending_progress
-from serve.taskstore import TaskStore
+from serve.tasks.task_rows import WriteThrottle, pending_progress
+from serve.tasks.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
 

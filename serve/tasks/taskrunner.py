@@ -1,16 +1,16 @@
 """Tasks run on Ray, never in the HTTP replica: on detached task workers, each running one task at a time.
 
 The replica writes the task (queued) to the task store and runs it on a ``TaskWorker``, a detached actor named
-``worker-<hex>`` in the ``tessera-tasks`` namespace; ``serve.task_registry`` records which worker runs which task, in
-Ray's key-value store, so any replica finds a task's worker. The worker reads the task back, runs its flow with the
-local executor (steps placed on Serve deployments stay there) and writes progress and the result to the store.
+``worker-<hex>`` in the ``tessera-tasks`` namespace; ``serve.tasks.task_registry`` records which worker runs which
+task, in Ray's key-value store, so any replica finds a task's worker. The worker reads the task back, runs its flow
+with the local executor (steps placed on Serve deployments stay there) and writes progress and the result to the store.
 
 A worker is reused: one whose task finished or failed goes back to its replica as the next spare (``run`` returns its
-name; ``serve.spare`` gives it a new task id) until it has run ``max_tasks`` tasks, then it exits, as does one whose
-task ended otherwise (cancelled, or raised outside its flow). A process per task left one core-worker log per task in
-Ray's session folder (37 MB/h at 15 tasks/min) and a dead actor per task in the GCS. What a worker keeps between tasks
-is process-wide on purpose (models, indices, imports); nothing of a tenant's stays (the replica checked what a spec
-may read before the task was made, and the caches are keyed by path and params). So:
+name; ``serve.tasks.spare`` gives it a new task id) until it has run ``max_tasks`` tasks, then it exits, as does one
+whose task ended otherwise (cancelled, or raised outside its flow). A process per task left one core-worker log per
+task in Ray's session folder (37 MB/h at 15 tasks/min) and a dead actor per task in the GCS. What a worker keeps
+between tasks is process-wide on purpose (models, indices, imports); nothing of a tenant's stays (the replica checked
+what a spec may read before the task was made, and the caches are keyed by path and params). So:
 
 * cancel commits ``cancelled`` in the store, then kills the worker (``ray.kill``): the flow's work stops with its
   process, and whatever the worker tried to write after the commit is refused by the store (writes are conditional
@@ -22,12 +22,12 @@ may read before the task was made, and the caches are keyed by path and params).
   and, for a first upload, the index it made once its worker is known to be gone: when ``stop`` saw it die, else
   when the replica watching the task sees its worker end (``interrupted``), else at the next replica start
   (``recover``). Ray stops listing a killed worker a moment before its process exits: the clean-up waits (a few
-  seconds at most) for the run's lock on the index to be free (``serve.ingest_task.discard_stopped_upload``).
+  seconds at most) for the run's lock on the index to be free (``serve.tasks.ingest_task.discard_stopped_upload``).
 
 A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps a *spare*: a worker
 waiting for a task id that no task has yet (``prestart``, or a worker back from its task), its imports done. The
-replica's next task takes that id (``serve.spare``), and ``launch`` finds the worker by it. A spare whose replica is
-gone exits within seconds.
+replica's next task takes that id (``serve.tasks.spare``), and ``launch`` finds the worker by it. A spare whose replica
+is gone exits within seconds.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ import time
 from typing import Any
 
 from operators.errors import one_line
-# alive, stop, release: a task's worker, for the service, ``serve.spare`` and the tests too
-from serve.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
-from serve.task_rows import WriteThrottle, new_task_id, pending_progress
-from serve.taskstore import TaskStore
+# alive, stop, release: a task's worker, for the service, ``serve.tasks.spare`` and the tests too
+from serve.tasks.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
+from serve.tasks.task_rows import WriteThrottle, new_task_id, pending_progress
+from serve.tasks.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
 
@@ -105,18 +105,18 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     from flows.progress import CancelToken
     from flows.spec import FlowSpec
     from operators.errors import FlowCancelled, TesseraError
-    from serve.results import task_result
+    from serve.tasks.results import task_result
 
     row = store.task(task_id, None)
     if row is None or not store.update(task_id, status="running", log="running on Ray"):
         return  # cancelled before it started
     if "ingest" in row["spec"]:  # an upload's ingestion (serve.indices); a flow spec has no such key
-        from serve.ingest_task import run_ingest
+        from serve.tasks.ingest_task import run_ingest
 
         run_ingest(store, task_id, row["spec"]["ingest"])
         return
     if "compact" in row["spec"]:  # an admin's compaction of an index (serve.index_admin)
-        from serve.ingest_task import run_compact
+        from serve.tasks.ingest_task import run_compact
 
         run_compact(store, task_id, row["spec"]["compact"])
         return
@@ -236,8 +236,8 @@ def warm_up() -> None:
 
     import flows.executors  # noqa: F401
     import flows.spec  # noqa: F401
-    import serve.ingest_task  # noqa: F401
-    import serve.results  # noqa: F401
+    import serve.tasks.ingest_task  # noqa: F401
+    import serve.tasks.results  # noqa: F401
     from operators.registry import all_operators
 
     all_operators()
@@ -319,7 +319,7 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     the index's folder and record, so the name and the disk are free again. True if the task was unfinished.
 
     A cancelled upload's worker has stopped too by now (every caller knows it), so its first index goes as well."""
-    from serve.ingest_task import discard_stopped_upload, forget_unborn, remove_unborn
+    from serve.tasks.ingest_task import discard_stopped_upload, forget_unborn, remove_unborn
 
     row = store.task(task_id, None)
     if row is not None and row["status"] == "cancelled":
@@ -351,7 +351,7 @@ def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None, wait
     ``WORKER_EXIT_S``: ``discard_stopped_upload``), and a first upload's empty index folder and record
     (``remove_cancelled``)."""
     if "ingest" in task["spec"]:
-        from serve.ingest_task import WORKER_EXIT_S, discard_stopped_upload, discard_upload, remove_cancelled
+        from serve.tasks.ingest_task import WORKER_EXIT_S, discard_stopped_upload, discard_upload, remove_cancelled
 
         job = task["spec"]["ingest"]
         if store is None:
