@@ -5,8 +5,8 @@ A flow written by the person who runs it may read whatever that person can; a fl
 arrives over the network (the service's task and search bodies) must not read the server's
 files or secrets. Such params say so with ``json_schema_extra=local_path()`` (or ``env_var()``,
 ``llm_model()``, ``secret()``, ``sent_headers()``, ``regex()``), so that the service can confine them
-(``serve/index_roots.py``, ``serve/security/spec_guard.py``) without knowing each operator. Index params are confined on
-their own (an index is named, not only pathed).
+(``serve/indices/index_roots.py``, ``serve/security/spec_guard.py``) without knowing each operator. Index params are
+confined on their own (an index is named, not only pathed).
 """
 
 from __future__ import annotations

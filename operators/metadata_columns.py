@@ -1,6 +1,6 @@
 """What a document's metadata field may be named, and hold, to become a doc-store column.
 
-One rule for the service's documents (``serve.documents``) and for a Markdown file's front matter, which both
+One rule for the service's documents (``serve.indices.documents``) and for a Markdown file's front matter, which both
 ``tessera ingest`` (``sources.files``) and the service's file upload read (``sources.file_text``), so the same
 file gives the same columns either way, each a plain Arrow column that a metadata filter can name.
 """

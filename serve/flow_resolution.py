@@ -16,11 +16,11 @@ from operators.errors import SpecError, one_line
 from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
 from serve.flow_request import Asked, with_top_k
-from serve.index_roots import confine, confine_spec, index_params
+from serve.indices.index_roots import confine, confine_spec, index_params
 from serve.served_models import placed
 
 if TYPE_CHECKING:
-    from serve.indices import Indices
+    from serve.indices.indices import Indices
 
 
 class FlowFile(NamedTuple):

@@ -20,7 +20,7 @@ from operators.errors import SpecError, TesseraError
 from serve import service as svc
 from serve.http.errors import ApiError, spec_refusal
 from serve.flow_request import refuse_missing_files
-from serve.index_roots import confine_spec
+from serve.indices.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
 from serve.http.server_paths import without_server_paths
 from serve.step_bounds import check_step_count

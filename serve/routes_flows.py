@@ -25,7 +25,7 @@ from serve import service as svc
 from serve.http.errors import ApiError
 from serve.flow_request import named_as_sent
 from serve.flow_resolution import flow_owner
-from serve.index_roots import check_depth
+from serve.indices.index_roots import check_depth
 from serve.param_numbers import check_numbers
 from serve.routes_tasks import tenant
 from serve.security.spec_guard import redacted

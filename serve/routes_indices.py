@@ -1,7 +1,7 @@
 """Indices over HTTP: list them and their documents, read one document's passages, add documents (an ingestion task),
 share one, delete documents, delete an index; for admin keys, every index, and compacting one (a task).
 
-The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
+The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices.indices``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serve import index_admin
+from serve.indices import index_admin
 from serve.http import path_text  # noqa: F401  (path_text: the {doc_id:text} convertor)
 from serve import service as svc
-from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
+from serve.indices.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.http.errors import ApiError
-from serve.index_owner import adding_refused, read_only_names
+from serve.indices.index_owner import adding_refused, read_only_names
 from serve.param_numbers import MAX_EXACT_INT
 from serve.routes_tasks import tenant
-from serve.upload_form import UPLOAD_FORM, read_upload
+from serve.indices.upload_form import UPLOAD_FORM, read_upload
 
 router = APIRouter(tags=["indices"])
 

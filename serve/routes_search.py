@@ -145,7 +145,7 @@ def _deleted(prepared: svc.Prepared) -> str | None:
     shards' files went while they were read), None when every index it names is there."""
     from pathlib import Path
 
-    from serve.index_roots import index_params
+    from serve.indices.index_roots import index_params
 
     return next((step for step, _, index in index_params(prepared.spec)
                  if not (Path(index) / "manifest.json").exists()), None)

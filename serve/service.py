@@ -36,9 +36,9 @@ from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_
                                 refuse_filters_outside_index, refuse_missing_columns, refuse_missing_files,
                                 refuse_reading_documents, validation_error)
 from serve.flow_resolution import FlowResolution
-from serve.index_owner import adding_refused, restore_rows
-from serve.index_roots import default_data_roots, default_roots
-from serve.indices import Indices
+from serve.indices.index_owner import adding_refused, restore_rows
+from serve.indices.index_roots import default_data_roots, default_roots
+from serve.indices.indices import Indices
 from serve.tasks.retention import Pruner, delete_task
 from serve.security.revocations import Revocations
 from serve.service_settings import Limits, setting

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from operators.api_keys import (KEY_ID_PATTERN, KEYS_ENV, env_key_id, env_keys, key_hash,  # noqa: F401 (KEYS_ENV,
                                 reserved_id_problem)  # key_hash: here too)
 from operators.redact import remember_secret
-from serve.index_roots import default_data_roots, default_roots
+from serve.indices.index_roots import default_data_roots, default_roots
 
 #: Every model of the app's settings: no unknown field, and strict types. Pydantic's lax mode reads the text "yes",
 #: "off" or "1" (a quoted YAML value) and the number 1 as a boolean, and ``true`` or "8" as a number: ``admin: "yes"``

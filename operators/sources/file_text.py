@@ -1,6 +1,6 @@
 """A document of one text file: plain text, Markdown or HTML, decoded as UTF-8, with its title.
 
-Shared by ``sources.files`` (``tessera ingest``) and the service's file uploads (``serve.documents``), so a
+Shared by ``sources.files`` (``tessera ingest``) and the service's file uploads (``serve.indices.documents``), so a
 file gives the same document either way. The HTML is read by ``operators.sources.html_text``, a Markdown file's front
 matter by PyYAML.
 """

@@ -125,7 +125,7 @@ def live_values(path: Path, manifest: Manifest) -> ColumnValues:
 def unfit(values: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> str | None:
     """Arrow's reason why ``values`` do not all cast to ``kind`` without a change (as reading them into one table
     with rows of that type casts them); None when they do (also what an upload is checked by before it is queued:
-    ``serve.index_reading``)."""
+    ``serve.indices.index_reading``)."""
     try:
         values.cast(kind, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:

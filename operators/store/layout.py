@@ -131,9 +131,9 @@ def check_new_index_path(path: Path) -> None:
 
 #: What Tessera writes in an index folder, also before its first manifest (an interrupted first ingestion): the
 #: ingestion's staging and failure ledger (flows.ingestion.ledger), the ColBERT token store (token_store.STORE_DIR),
-#: the service's record of who made the index (serve/index_owner.py's ``owner.json``, written before the upload's
-#: ingestion starts), writers' ``.tmp-*`` folders, and one of these files being replaced (the first manifest being
-#: written: ``.manifest.json.<pid>.<random>.tmp``, ``operators.atomic.replaced_by``). Any other name in a folder
+#: the service's record of who made the index (serve/indices/index_owner.py's ``owner.json``, written before the
+#: upload's ingestion starts), writers' ``.tmp-*`` folders, and one of these files being replaced (the first manifest
+#: being written: ``.manifest.json.<pid>.<random>.tmp``, ``operators.atomic.replaced_by``). Any other name in a folder
 #: without a manifest is someone else's.
 INDEX_ENTRIES = frozenset({MANIFEST, LOCK, SHARDS, STAGING_DIR, "failures.jsonl", "colbert", "owner.json"})
 

@@ -85,7 +85,7 @@ def too_many_tasks(limits: Any, why: str = "limit") -> ApiError:
 
 
 #: Why a key may not change another key's index, after "index '<name>' " (``index_refusal``; ``GET /v1/indices``'
-#: ``read_only``, ``serve.index_owner.read_only_names``).
+#: ``read_only``, ``serve.indices.index_owner.read_only_names``).
 NOT_OWNED = "belongs to another key; only its owner can change it"
 
 

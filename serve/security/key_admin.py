@@ -14,7 +14,7 @@ from typing import Any
 from flows.key_revocations import revocation, revoke, revoked_hashes, revoked_rows
 from serve.security import auth
 from serve.http.errors import ApiError
-from serve.index_admin import require_admin
+from serve.indices.index_admin import require_admin
 
 WHAT = "list or revoke the service's keys"
 

@@ -1,4 +1,4 @@
-"""What a flow from the network may not name besides indices and files (``serve/index_roots.py``): the
+"""What a flow from the network may not name besides indices and files (``serve/indices/index_roots.py``): the
 server's environment variables, language models other than the service's aliases, model folders outside
 the model repository, regular expressions other than a param's default, and a torch ``device`` (any operator's
 param of that name: ``cuda:7`` on a machine without it failed the step's setup, a 500); nor may it hold a key

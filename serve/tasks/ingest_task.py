@@ -1,4 +1,4 @@
-"""An upload's ingestion (``serve.indices``), run by its task's Ray actor (``serve.tasks.taskrunner``).
+"""An upload's ingestion (``serve.indices.indices``), run by its task's Ray actor (``serve.tasks.taskrunner``).
 
 The actor runs ``flows.ingestion.ingest`` in-process on the uploaded JSONL file, with the
 index's ingest spec, and writes its progress into the task store as two steps, ``staging``
@@ -16,7 +16,7 @@ no other upload may write there, so no commit makes the compaction redo its merg
 task, ``compact``, counted as an admin's is (below). A compaction that fails leaves the index as the upload committed
 it; the task says so in its log and still finishes, with its two steps.
 
-An admin key's compaction (``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) is a task too
+An admin key's compaction (``POST /v1/admin/indices/{name}/compact``, ``serve.indices.index_admin``) is a task too
 (``run_compact``, one step ``compact``): a big index's merge takes minutes, too long for a request to wait. Its step's
 ``rows_out`` counts the live chunks merged as each shard is (``CompactProgressWriter``), so ``/task/progress/{id}``
 moves while it runs, up to ``rows_in``, the merged shards' chunks (deleted ones included). Its result
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serve.index_owner import born
+from serve.indices.index_owner import born
 from serve.tasks.task_rows import WriteThrottle, pending_progress
 from serve.tasks.taskstore import TaskStore
 
@@ -178,7 +178,7 @@ class CompactProgressWriter:
 
 
 def run_compact(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
-    """Compact ``job``'s index (an admin's ``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) and
+    """Compact ``job``'s index (an admin's ``POST /v1/admin/indices/{name}/compact``, ``serve.indices.index_admin``) and
     finish the task with what it did. A commit landing meanwhile makes the merge redo itself (``Index.compact``); one
     that keeps landing fails the task, the index as it was."""
     from operators.errors import TesseraError
@@ -329,7 +329,7 @@ def documents_of_files(index_path: str, files: list[str]) -> set[str]:
     file gives): a re-sent file replaces them all, so a PDF sent again with fewer pages keeps none of its old last
     pages, while a JSON document whose metadata names the file as its ``path`` stays."""
     from operators.store import Index
-    from serve.documents import made_from_file
+    from serve.indices.documents import made_from_file
 
     if not files or not born(Path(index_path)):
         return set()

@@ -110,12 +110,12 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     row = store.task(task_id, None)
     if row is None or not store.update(task_id, status="running", log="running on Ray"):
         return  # cancelled before it started
-    if "ingest" in row["spec"]:  # an upload's ingestion (serve.indices); a flow spec has no such key
+    if "ingest" in row["spec"]:  # an upload's ingestion (serve.indices.indices); a flow spec has no such key
         from serve.tasks.ingest_task import run_ingest
 
         run_ingest(store, task_id, row["spec"]["ingest"])
         return
-    if "compact" in row["spec"]:  # an admin's compaction of an index (serve.index_admin)
+    if "compact" in row["spec"]:  # an admin's compaction of an index (serve.indices.index_admin)
         from serve.tasks.ingest_task import run_compact
 
         run_compact(store, task_id, row["spec"]["compact"])

@@ -75,7 +75,7 @@ chats = sa.Table(
     sa.Column("created", sa.Float, nullable=False),
 )
 
-#: Indices made through the service (``serve.indices``): who may change them, and the ingestion running.
+#: Indices made through the service (``serve.indices.indices``): who may change them, and the ingestion running.
 indices = sa.Table(
     "indices", metadata,
     sa.Column("name", sa.String(64), primary_key=True),

@@ -313,7 +313,7 @@ function choice(value, label, reason, attrs = {}) {
   return el("option", {...attrs, value, disabled: Boolean(reason), title: withoutBackticks(reason || "")}, label);
 }
 
-/** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices.py), else an
+/** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices/indices.py), else an
  * error saying what it takes, naming ``field``: a "/", "..", "?" or space would make another path than the one
  * meant. */
 function checkedName(name, what, field = "name") {

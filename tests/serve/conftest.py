@@ -350,7 +350,7 @@ def run_search(body: dict, tenant: str) -> dict:
 def uploaded_index(service, name: str = "notes") -> Path:
     """``two_document_index`` as the index ``name`` of ``service``, with the owner file and the task store's row an
     upload makes (owned by ``local``): its folder."""
-    from serve.index_owner import write_owner
+    from serve.indices.index_owner import write_owner
 
     path = service.indices.folder / name
     two_document_index(path)
@@ -364,7 +364,7 @@ def uploaded_index(service, name: str = "notes") -> Path:
 def upload(service, name: str, tenant: str, docs: list[dict] = UPLOAD_DOCS) -> tuple[str, dict]:
     """Upload ``docs`` into index ``name`` as ``tenant`` through ``service`` (queued, not run): the task id and its
     job (``index_path``, ``source``, ...)."""
-    from serve.documents import DocumentsRequest
+    from serve.indices.documents import DocumentsRequest
 
     queued = service.indices.add(name, DocumentsRequest.model_validate({"documents": docs}), tenant)
     return queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"]

@@ -1,6 +1,6 @@
 """A body that nests deep is a 422 naming where, never a 500: a step's params nested ~500 deep once reached the
-interpreter's recursion limit in the index walks (``serve/index_roots.py``) on /task/run and /task/enqueue. Through
-the FastAPI app on uvicorn, without Ray (nothing runs: the spec is refused before)."""
+interpreter's recursion limit in the index walks (``serve/indices/index_roots.py``) on /task/run and /task/enqueue.
+Through the FastAPI app on uvicorn, without Ray (nothing runs: the spec is refused before)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_params_of_a_sane_depth_are_not_refused_for_it(base):
 def test_the_limit_is_a_spec_files():
     from flows.specfile import MAX_DEPTH
     from serve.http.errors import ApiError
-    from serve.index_roots import check_depth
+    from serve.indices.index_roots import check_depth
 
     def params(depth: int) -> dict:
         value: object = 1

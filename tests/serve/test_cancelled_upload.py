@@ -194,7 +194,7 @@ def test_an_upload_cancelled_over_http_into_an_index_with_documents_keeps_them(b
 def test_a_first_upload_cancelled_over_http_after_its_empty_manifest_is_written_leaves_no_index(base, upload_service):
     """The ingestion creates the index (an empty manifest) once the source is staged, and commits only when a shard is
     embedded: cancelled in between, the index goes all the same, and until then a search of it is a 409."""
-    from serve.index_owner import born
+    from serve.indices.index_owner import born
 
     docs = [{"id": f"d{i}", "text": f"document {i} about honey bees, nectar and the hive's winter stores"}
             for i in range(300)]

@@ -60,7 +60,8 @@ def test_a_metadata_value_a_column_cannot_keep_is_a_422_naming_it(base, value):
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["param"] == "documents.0.metadata.m" and "documents.0.metadata.m: metadata value" in error["message"]
-    from serve.documents import DocumentsRequest  # the edge of the range is taken (an accepted upload needs Ray)
+    # the edge of the range is taken (an accepted upload needs Ray)
+    from serve.indices.documents import DocumentsRequest
 
     for edge in (2**63 - 1, -(2**63)):
         assert DocumentsRequest.model_validate_json(body.replace(value, str(edge))).documents[0].metadata["m"] == edge
@@ -72,7 +73,7 @@ def test_a_metadata_name_of_a_search_score_or_rank_is_refused_and_nothing_is_que
     uploaded with ``score_bm25: 5`` (an integer) or ``score_card: "gold"`` was accepted, and from its commit on every
     search of its index failed with a 500 (``transform wrote a column of another type than the data model's``). Now
     it is a 422 naming the field (a CSV column so named is left out, said in a warning), and the index searches on."""
-    from serve.documents import files_request
+    from serve.indices.documents import files_request
     from serve.service_settings import Limits
     from tests.serve.conftest import run_search, uploaded_index
 

@@ -1,4 +1,4 @@
-"""A CSV file uploaded to ``POST /v1/indices/{name}/files`` (``serve.csv_upload``): its rows are the documents
+"""A CSV file uploaded to ``POST /v1/indices/{name}/files`` (``serve.indices.csv_upload``): its rows are the documents
 ``tessera ingest`` makes of the same file (read by the same reader, ``sources.csv``: ids from ``_id``, ``docno``,
 ``id`` or ``doc_id``, else content ids; ``text``; ``title``; the other columns metadata), and a file it cannot read
 (no text column, a quote never closed, a row of other fields, an id twice, ...) is a 422 naming the file and the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve.documents import file_documents, files_request
+from serve.indices.documents import file_documents, files_request
 from serve.http.errors import ApiError
 from serve.service_settings import Limits
 
@@ -27,7 +27,7 @@ def test_a_csv_upload_gives_the_documents_tessera_ingest_indexes_from_the_same_f
     (left out, said in a warning), and a date (its ISO text)."""
     from flows.ingestion import ingest
     from operators.store import Index
-    from serve.documents import write_jsonl
+    from serve.indices.documents import write_jsonl
 
     (tmp_path / "birds.csv").write_bytes(BIRDS)
     ingest(tmp_path / "birds.csv", tmp_path / "cli", settings={"dense": False}, executor="local", chunk=False,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.http.errors import ApiError
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve import index_reading
+from serve.indices import index_reading
 from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 

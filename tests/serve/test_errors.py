@@ -71,7 +71,7 @@ def test_a_query_or_text_of_invisible_characters_alone_is_blank_as_a_searchs(mod
 
     from pydantic import ValidationError
 
-    module, name = model.split(".")
+    module, name = model.rsplit(".", 1)
     with pytest.raises(ValidationError) as err:
         getattr(importlib.import_module(f"serve.{module}"), name).model_validate(body)
     (problem,) = err.value.errors()
@@ -93,7 +93,7 @@ def test_an_uploaded_document_with_a_blank_id_or_nothing_to_index_is_refused_nam
     same body failed on that id); a blank text without a title was accepted and left out by ingestion."""
     from pydantic import ValidationError
 
-    from serve.documents import DocumentsRequest
+    from serve.indices.documents import DocumentsRequest
 
     with pytest.raises(ValidationError) as err:
         DocumentsRequest.model_validate({"documents": [{"id": "fine", "text": "fine"}, document]})
@@ -109,7 +109,7 @@ def test_metadata_names_say_the_rule_they_break_and_a_null_value_is_no_field():
     was four errors of the value union (str, int, float, bool); it is a field the document does not have."""
     from pydantic import ValidationError
 
-    from serve.documents import DocumentsRequest
+    from serve.indices.documents import DocumentsRequest
 
     with pytest.raises(ValidationError) as err:
         DocumentsRequest.model_validate({"documents": [{"id": "a", "text": "x", "metadata": {"ключ": 1}}]})
@@ -135,9 +135,9 @@ def test_metadata_names_say_the_rule_they_break_and_a_null_value_is_no_field():
     ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "inputs": []}, "inputs"),
     ("chat.StreamOptions", {"include_usage": "yes"}, "include_usage"),
     # an index's two flags: "yes" replaced a stored document, or made a private index public
-    ("documents.DocumentsRequest", {"documents": [{"id": "a", "text": "b"}], "replace": "yes"}, "replace"),
-    ("documents.ShareRequest", {"shared": "yes"}, "shared"),
-    ("documents.ShareRequest", {"shared": 1}, "shared"),
+    ("indices.documents.DocumentsRequest", {"documents": [{"id": "a", "text": "b"}], "replace": "yes"}, "replace"),
+    ("indices.documents.ShareRequest", {"shared": "yes"}, "shared"),
+    ("indices.documents.ShareRequest", {"shared": 1}, "shared"),
 ])
 def test_a_value_of_another_json_type_or_no_texts_is_refused_naming_the_field(model, body, field):
     """Read leniently before (``top_n: "1"`` as 1, ``"yes"`` as true), as the chat bodies' were; ``texts: []`` on
@@ -146,7 +146,7 @@ def test_a_value_of_another_json_type_or_no_texts_is_refused_naming_the_field(mo
 
     from pydantic import ValidationError
 
-    module, name = model.split(".")
+    module, name = model.rsplit(".", 1)
     with pytest.raises(ValidationError) as err:
         getattr(importlib.import_module(f"serve.{module}"), name).model_validate_json(json.dumps(body))
     (problem,) = err.value.errors()

@@ -1,8 +1,8 @@
-"""An uploaded text, Markdown or HTML file (``serve.documents.file_documents``) becomes the document ``sources.files``
-reads from the same file on disk: the same id, title and text; a Markdown file's title is its first heading, an HTML
-page's its ``<title>`` and its text that of its body; a file that is not UTF-8 is read in the encoding guessed for it,
-as on disk; bytes no encoding reads, a page with no text and suffixes the upload does not take are a 422 naming the
-file. Real files, no Ray."""
+"""An uploaded text, Markdown or HTML file (``serve.indices.documents.file_documents``) becomes the document
+``sources.files`` reads from the same file on disk: the same id, title and text; a Markdown file's title is its first
+heading, an HTML page's its ``<title>`` and its text that of its body; a file that is not UTF-8 is read in the encoding
+guessed for it, as on disk; bytes no encoding reads, a page with no text and suffixes the upload does not take are a
+422 naming the file. Real files, no Ray."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from operators.registry import create
-from serve.documents import file_documents, files_request
+from serve.indices.documents import file_documents, files_request
 from serve.http.errors import ApiError
 from serve.service_settings import Limits
 
@@ -126,7 +126,7 @@ def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upl
 
     from flows.ingestion import ingest
     from operators.store import Index
-    from serve.documents import write_jsonl
+    from serve.indices.documents import write_jsonl
 
     content = ("---\ntitle: Kea\nauthor: Renée\nyear: 2024\ndate: 2024-05-01\ndraft: false\nrating: 4.5\n"
                "tags: [alpine, birds]\nlinks: {home: 'https://kea.example'}\nscore: 0.9\nmy tag: x\n"

@@ -25,7 +25,7 @@ MISSING_MODEL = "no-such-cross-encoder"
 def api(tmp_path, monkeypatch, sample_index):
     """The API without keys (the ``local`` tenant) on uvicorn, beside a service over the sample index that serves no
     model deployment; its steps may read files under ``tmp_path / "data"`` too."""
-    from serve.index_roots import default_data_roots
+    from serve.indices.index_roots import default_data_roots
     from serve.service import Service
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from operators.api_keys import key_hash
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import index_admin
+from serve.indices import index_admin
 from serve.tasks import ingest_task, task_rows, taskrunner
 from serve.http.errors import ApiError
-from serve.index_reading import live_doc_ids
+from serve.indices.index_reading import live_doc_ids
 from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from serve.tasks.results import progress_body

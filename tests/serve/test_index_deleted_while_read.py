@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from operators.store import Index
-from serve import indices as indices_module
+from serve.indices import indices as indices_module
 from tests.serve.conftest import api_on_localhost, uploaded_index
 
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.http.errors import ApiError
-from serve.index_owner import OWNER_FILE
+from serve.indices.index_owner import OWNER_FILE
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from serve.tasks.taskstore import indices as indices_table
@@ -184,7 +184,7 @@ def test_an_owner_file_being_written_does_not_make_a_new_index_folder_foreign(tm
     import os
 
     from operators.store.layout import foreign_entries
-    from serve import index_owner
+    from serve.indices import index_owner
 
     folder, seen = tmp_path / "fresh", []
 

@@ -130,7 +130,7 @@ def test_a_step_may_not_read_files_outside_the_data_roots(service, step):
 
 
 def test_the_bundled_sample_and_configured_data_roots_are_readable(service, tmp_path):
-    from serve.index_roots import REPO
+    from serve.indices.index_roots import REPO
 
     ok = [{"op": "sources.jsonl", "params": {"path": "data/sample/corpus.jsonl"}},
           {"op": "sources.jsonl", "params": {"path": str(REPO / "data" / "sample" / "*.jsonl")}},
@@ -154,7 +154,7 @@ def test_a_file_param_left_unset_is_checked_and_a_relative_one_runs_where_it_was
     """Only a param the request set was checked (``retrieve.corpus_bm25``'s default corpus was opened from any
     working directory), and a relative path was checked in the repository when the working directory lacks it, then
     opened by the source in the working directory only (the task failed: 'does not exist')."""
-    from serve.index_roots import REPO
+    from serve.indices.index_roots import REPO
 
     monkeypatch.chdir(tmp_path)  # a service started elsewhere than the checkout
     prepared = service.prepare({"flow": {"steps": {"read": {"op": "sources.jsonl", "params": {
@@ -171,7 +171,7 @@ def test_a_file_param_left_unset_is_checked_and_a_relative_one_runs_where_it_was
 def test_an_installed_package_reads_no_files_by_default(tmp_path, monkeypatch):
     """Installed, the repository's place is site-packages, whose data/ is another package's (contractions' JSON
     files): the default data roots are the bundled sample's folder only in a checkout."""
-    from serve import index_roots
+    from serve.indices import index_roots
 
     assert index_roots.default_data_roots() == [str(index_roots.REPO / "data")]  # this checkout
     site = tmp_path / "site-packages"

@@ -1,4 +1,4 @@
-"""An uploaded PDF is read in a child process (serve/pdf_reading.py): the same pages as ``read_pdf`` in-process,
+"""An uploaded PDF is read in a child process (serve/indices/pdf_reading.py): the same pages as ``read_pdf`` in-process,
 a file of too many pages refused before any is read, and one whose pages take too long to draw stopped at the
 limit, with a message naming the file. Real PDFs, a real child process; no Ray."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from operators.errors import SourceError
 from operators.sources.pdf import TooManyPages, read_pdf
-from serve.pdf_reading import pdf_pages
+from serve.indices.pdf_reading import pdf_pages
 
 
 def drawing_pdf(megabytes: int) -> bytes:

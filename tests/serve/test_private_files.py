@@ -89,7 +89,7 @@ def test_a_keys_saved_flow_is_private(usual_umask, tmp_path, monkeypatch):
 
 @pytest.mark.integration  # MiniLM embeds the upload in this process
 def test_an_upload_and_the_index_its_ingestion_writes_are_private(usual_umask, upload_service):
-    from serve.index_owner import OWNER_FILE
+    from serve.indices.index_owner import OWNER_FILE
     from serve.tasks.ingest_task import run_ingest
 
     task_id, job = upload(upload_service, "notes", "alice")

@@ -13,7 +13,7 @@ import pytest
 
 from operators.registry import create
 from operators.retrieve import _index_retriever as cache
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.http.errors import ApiError
 from serve.tasks.ingest_task import run_ingest
 from tests.serve.conftest import upload

@@ -15,7 +15,7 @@ from operators.errors import SpecError
 from operators.store import Index, IndexSettings
 from serve.tasks import taskrunner
 from serve.http.errors import ApiError
-from serve.index_owner import born
+from serve.indices.index_owner import born
 from serve.tasks.ingest_task import run_ingest
 from tests.serve.test_cancelled_upload import assert_gone_and_free
 from tests.serve.conftest import upload

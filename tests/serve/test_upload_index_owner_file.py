@@ -1,4 +1,4 @@
-"""An upload into a new index over HTTP writes the index's ``owner.json`` (serve/index_owner.py) before its
+"""An upload into a new index over HTTP writes the index's ``owner.json`` (serve/indices/index_owner.py) before its
 ingestion starts; the ingestion must take that folder as the index's own, not as a folder of someone else's files.
 Refusing folders of other files (57415b8) failed every upload into a new index ("soak-new is a folder of other
 files, not an index (1 entry: owner.json)"), seen by benchmarks/serve_soak.py."""
@@ -14,7 +14,7 @@ from operators.store.layout import foreign_entries
 def test_a_folder_with_the_services_owner_file_takes_a_new_index(tmp_path, monkeypatch):
     from flows.api import ingest
     from operators.testing import sample_documents
-    from serve.index_owner import OWNER_FILE, write_owner
+    from serve.indices.index_owner import OWNER_FILE, write_owner
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     corpus = tmp_path / "corpus.jsonl"

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from operators.store import Index
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.tasks.ingest_task import run_ingest
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process
@@ -54,8 +54,8 @@ def test_files_whose_front_matter_mixes_kinds_say_so_beside_how_a_file_was_read(
 
 def test_the_warning_quotes_this_uploads_values_in_json():
     """It quoted Python's spelling (True) and always the example 1999, whatever was sent."""
-    from serve.documents import Document
-    from serve.index_reading import mixed_kind_warnings
+    from serve.indices.documents import Document
+    from serve.indices.index_reading import mixed_kind_warnings
 
     docs = [Document.model_validate({"id": "c", "text": "gamma", "metadata": {"flag": True}}),
             Document.model_validate({"id": "d", "text": "delta", "metadata": {"flag": 1}})]

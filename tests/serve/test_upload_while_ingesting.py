@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from serve.documents import DocumentsRequest
+from serve.indices.documents import DocumentsRequest
 from serve.http.errors import ApiError
 from serve.tasks.ingest_task import run_ingest
 

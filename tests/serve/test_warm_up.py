@@ -90,7 +90,7 @@ def test_a_search_of_a_default_index_not_made_is_a_503_of_the_server_and_health_
 def test_a_default_index_private_to_a_key_is_named_in_one_warning_without_a_traceback(tmp_path, monkeypatch, caplog):
     """An upload of one key made the default index: the warm-up (as no key) is refused as other keys' searches
     will be, and the log says so in the service's words, not as a failure."""
-    from serve.index_owner import write_owner
+    from serve.indices.index_owner import write_owner
     from tests.serve.conftest import two_document_index
 
     news = tmp_path / "home" / "indices" / "news"

@@ -37,7 +37,7 @@ from serve.http.errors import ApiError
 from serve.param_numbers import check_numbers
 
 #: The repository's bundled data (data/sample): the default data root, and where operators look second.
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The longest file name (bytes) and path the file systems the service runs on take (Linux: 255 and 4096); a longer
 #: index name is refused naming its field, not an ``OSError`` when the index is looked for.
 NAME_MAX, PATH_MAX = 255, 4096

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from operators.unicode import blank
 from serve.http.errors import ApiError, validation_message
-from serve.file_warnings import encoding_warning
+from serve.indices.file_warnings import encoding_warning
 
 #: What a message of ``sources.csv`` tells a ``tessera ingest`` user to do (a flag, a spec's param), and what an
 #: upload's user can do instead: the first of these found ends the reason, and its advice follows.

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from serve.http.errors import ApiError, index_refusal
-from serve.index_owner import OWNER_FILE, read_owner
-from serve.index_reading import EMPTY, describe
+from serve.indices.index_owner import OWNER_FILE, read_owner
+from serve.indices.index_reading import EMPTY, describe
 
 
 def require_admin(service: Any, tenant: str, what: str = "list, compact or delete every key's indices") -> None:
@@ -63,7 +63,7 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
     what it did (shards before and after, live chunks, seconds). A 409 while an ingestion runs into it (its commit
     would make the compaction redo its merge; an upload compacts the index itself when it leaves too many shards,
     ``compact_after_shards``) and while another compaction of it is unfinished. The caller launches the task."""
-    from serve.index_owner import born
+    from serve.indices.index_owner import born
     from serve.tasks.ingest_task import COMPACT_STEPS
 
     path, row = made_index(indices, name, tenant)

@@ -1,12 +1,12 @@
-"""What a client sends to an index (``serve.indices``): documents as JSON, files, ids to delete; and how an upload
-becomes the JSONL file that its ingestion task reads.
+"""What a client sends to an index (``serve.indices.indices``): documents as JSON, files, ids to delete; and how an
+upload becomes the JSONL file that its ingestion task reads.
 
 A document is an id, a title, a text and scalar metadata (doc-store columns that metadata
 filters read). A PDF gives a document per page with text, as ``sources.pdf`` reads it, with
 its file name and page as metadata (what ``generate.references`` cites); a text, Markdown or
 HTML file gives one document, as ``sources.files`` reads it (its title a Markdown file's first
 heading or an HTML page's ``<title>``, an HTML page's text that of its body); a CSV file gives a document per row, as
-``sources.csv`` reads it (``serve.csv_upload``).
+``sources.csv`` reads it (``serve.indices.csv_upload``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from operators.errors import SourceError
 from operators.unicode import blank, unicode_problem
 from operators.sources.file_text import HTML_SUFFIXES, SUFFIXES, read_text_file
 from serve.http.errors import ApiError
-from serve.file_warnings import encoding_warning
+from serve.indices.file_warnings import encoding_warning
 from serve.schemas import Text
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
@@ -193,13 +193,13 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
 def file_documents(filename: str, content: bytes, limits: Any, first_page: int | None = None,
                    warnings: list[str] | None = None, first_row: int | None = None) -> list[dict[str, Any]]:
     """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF
-    (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``; from ``first_page``, a
+    (in a child process, within ``limits.max_pdf_seconds``: ``serve/indices/pdf_reading.py``; from ``first_page``, a
     part of at most ``max_documents_per_request`` pages); a 422 naming the file when it gives none, and a 422
     ``too_many_pages`` with its ``pages`` for a PDF of more pages than one request may add (a CSV file's rows
     likewise: ``first_row``, ``too_many_rows``). What was read in a way the client should know (a guessed encoding,
     front matter left out) is added to ``warnings``."""
     from operators.sources.pdf import TooManyPages
-    from serve.pdf_reading import pdf_pages
+    from serve.indices.pdf_reading import pdf_pages
 
     path = Path(filename or "")
     if path.name != filename or not filename or "\x00" in filename:  # a NUL: no file may be named so
@@ -228,7 +228,7 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
     if suffix in TEXT_SUFFIXES:
         return [text_file_document(filename, content, [] if warnings is None else warnings)]
     if suffix == ".csv":  # a document a row, as tessera ingest reads it
-        from serve.csv_upload import csv_documents
+        from serve.indices.csv_upload import csv_documents
 
         return csv_documents(filename, content, limits.max_documents_per_request, [] if warnings is None else warnings,
                              Document.model_validate, first_row)

@@ -1,5 +1,6 @@
 """What the client of an upload is told of how a file of it was read: the service's log is not read by whoever sent
-the file. One wording for text, Markdown and HTML files (``serve.documents``) and CSV files (``serve.csv_upload``)."""
+the file. One wording for text, Markdown and HTML files (``serve.indices.documents``) and CSV files
+(``serve.indices.csv_upload``)."""
 
 from __future__ import annotations
 

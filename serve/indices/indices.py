@@ -15,12 +15,12 @@ Who may change what:
   every key (``PATCH /v1/indices/{name}``, ``refuse_unshared``);
 * an index the service did not make (the default index, one that ``tessera ingest`` built) is
   searchable by every key and read-only here; the service knows the indices it made by their row
-  in the task store and by the owner file in their folder (``serve.index_owner``), so a store
+  in the task store and by the owner file in their folder (``serve.indices.index_owner``), so a store
   that lost its rows does not make them everyone's;
 * one ingestion runs at a time per index (a second upload is a 409 naming the running task),
   and an upload is one shard, so its documents land together or not at all.
 
-An upload's checks and queueing (``Indices.add``, ``add_files``) are ``serve.index_uploads``.
+An upload's checks and queueing (``Indices.add``, ``add_files``) are ``serve.indices.index_uploads``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any
 from flows import store as flow_store
 from operators.errors import one_line
 from serve.http.errors import ApiError, index_refusal
-from serve.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused, check_named, default_names,
+from serve.indices.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused, check_named, default_names,
                                index_holding, read_owner, readable, unshared, write_owner)
-from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
-from serve.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
+from serve.indices.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
+from serve.indices.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
 from serve.tasks.ingest_task import move_folder_aside
 from serve.served_models import placed_ingest_spec
 from serve.tasks.taskstore import UNFINISHED
@@ -120,8 +120,8 @@ class Indices(Uploads):
             return {"index": name, "offset": offset, **document_page(index, offset, limit)}
 
     def document(self, name: str, doc_id: str, tenant: str) -> dict[str, Any]:
-        """One document of index ``name`` with its passages (``serve.index_documents``)."""
-        from serve.index_documents import document
+        """One document of index ``name`` with its passages (``serve.indices.index_documents``)."""
+        from serve.indices.index_documents import document
 
         index = self.readable_index(name, tenant)
         with deleted_meanwhile(self.folder / name, name):
@@ -147,7 +147,7 @@ class Indices(Uploads):
         another key made and has not shared, a 409 for one the service made that has no documents yet. ``spec``'s
         indices are confined already: absolute paths. Reads the task store's rows of those indices only, in one
         query (none when it names no index the service made)."""
-        from serve.index_roots import confine, index_params
+        from serve.indices.index_roots import confine, index_params
 
         asked_path = confine(asked, self.service.index_roots, "index") if asked else None
         named = [(step, field, value, top) for step, field, value in index_params(spec)

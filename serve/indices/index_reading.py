@@ -1,5 +1,5 @@
-"""Reading an index the service holds (``serve.indices``): its size for the listing, its live ids, what an upload
-is refused for by the index (its ids already there, a metadata value its column cannot take), and a read that
+"""Reading an index the service holds (``serve.indices.indices``): its size for the listing, its live ids, what an
+upload is refused for by the index (its ids already there, a metadata value its column cannot take), and a read that
 meets an index deleted meanwhile, which is a 404 rather than the 500 of a damaged index."""
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def adding_refused(folder: Path, roots: list[str]) -> str | None:
     outside its index roots (``args.service.index_roots``), so a search could read nothing added to it. The 403
     ``indices_read_only`` of every change, and ``GET /v1/indices``' ``cannot_add``; the folder is not named to the
     client (the service's log at start says it)."""
-    from serve.index_roots import under
+    from serve.indices.index_roots import under
 
     if under(folder.resolve(), roots):
         return None

@@ -2,7 +2,7 @@
 
 Why a module of its own: an upload's checks and queueing (the index deleted or made by another upload while it
 is checked, its file removed when it is refused) change for reasons of their own, apart from who may read and
-change an index (``serve.indices``, whose ``Indices`` inherits them from ``Uploads``).
+change an index (``serve.indices.indices``, whose ``Indices`` inherits them from ``Uploads``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import contextlib
 import uuid
 from typing import Any
 
-from serve.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
+from serve.indices.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.http.errors import ApiError
-from serve.index_owner import OWNER_FILE, write_owner
-from serve.index_reading import mixed_kind_warnings, refuse_against_index
+from serve.indices.index_owner import OWNER_FILE, write_owner
+from serve.indices.index_reading import mixed_kind_warnings, refuse_against_index
 from serve.tasks.ingest_task import STEPS
 
 #: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
