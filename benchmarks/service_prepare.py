@@ -132,7 +132,7 @@ def main() -> None:
 def run(args: argparse.Namespace, home: Path, index: Path) -> None:
     import serve
     from flows.spec import FlowSpec
-    from serve import chat_flows
+    from serve.chat import chat_flows
     from serve.schemas import ModelCard
     from serve.service import Service
     from serve.service_settings import ServiceArgs, resolve

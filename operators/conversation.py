@@ -63,7 +63,8 @@ def normalise(text: str, max_chars: int | None) -> str:
 NO_ANSWER = "The documents found do not answer this question."
 
 
-#: How the service's chat begins a reply that is no answer (``serve.chat_flows``: "No answer could be written (why).").
+#: How the service's chat begins a reply that is no answer (``serve.chat.chat_flows``: "No answer could be written
+#: (why).").
 NOT_WRITTEN = "No answer could be written"
 
 

@@ -1,6 +1,6 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
+"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat/chat.py), Cohere/Jina
 ``/v1/rerank``, Cohere v2 ``/v2/rerank``, Cohere's ``/v2/embed`` and ``/v1/embed`` (serve/cohere_embed.py) and
-``/v2/chat`` (serve/cohere_chat.py),
+``/v2/chat`` (serve/chat/cohere_chat.py),
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
 search, chat, indices), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
 
@@ -24,9 +24,9 @@ from ray import serve
 
 from operators.errors import one_line
 from serve.security import auth, browser_guard
+from serve.chat import chat, chat_flows, cohere_chat
 from serve import (
-    chat, chat_flows, cohere_chat, cohere_embed, routes_chat, routes_flows, routes_indices, routes_keys, routes_search,
-    routes_tasks, routes_ui,
+    cohere_embed, routes_chat, routes_flows, routes_indices, routes_keys, routes_search, routes_tasks, routes_ui,
 )
 from serve.http import draining, error_handlers, errors, json_values
 from serve.http import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)

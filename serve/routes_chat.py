@@ -23,7 +23,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from serve import chat_flows
+from serve.chat import chat_flows
 from serve.http import client_gone, errors
 from serve import service as svc
 from serve.http.errors import ApiError

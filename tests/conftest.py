@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 # The service's package by its own name, bound before pytest imports tests/serve/__init__.py: under
-# --import-mode=importlib that test package is imported as `serve` (tests/ is no package), and then `serve.chat`
+# --import-mode=importlib that test package is imported as `serve` (tests/ is no package), and then `serve.chat.chat`
 # and the rest came from wherever the editable install's finder points, so a second checkout's serve tests ran
 # the first checkout's code. Bound here, `serve` is this checkout's (pyproject's pythonpath puts it first).
 import serve  # noqa: E402,F401  isort: skip

@@ -2,7 +2,7 @@
 
 Both Tessera's language-model deployments (llama.cpp, ``ray.serve.llm``'s vLLM) answer a chat as an
 async generator of one or the other (``serve/deployments/llm.py``); a flow step placed on one
-(``flows.placement``) and Cohere's chat over one (``serve/cohere_chat.py``) read them the same way.
+(``flows.placement``) and Cohere's chat over one (``serve/chat/cohere_chat.py``) read them the same way.
 """
 
 from __future__ import annotations

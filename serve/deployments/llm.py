@@ -31,7 +31,7 @@ from serve.settings import LLMDeploymentArgs
 
 log = logging.getLogger("ray.serve")
 #: The one event of an answer whose messages are longer than the model reads (``{TOO_LONG: why}``): the caller's to
-#: shorten, a 400 at the ingress (``serve.chat.opened``). Raised, it was logged here as a failed request, traceback
+#: shorten, a 400 at the ingress (``serve.chat.chat.opened``). Raised, it was logged here as a failed request, traceback
 #: and all, at every over-long conversation.
 TOO_LONG = "tessera_context_too_long"
 

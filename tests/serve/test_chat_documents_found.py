@@ -13,7 +13,7 @@ from operators.testing import sample_results
 
 
 def test_a_reply_says_how_many_documents_the_flow_found(fault_models):
-    from serve.chat_flows import _message
+    from serve.chat.chat_flows import _message
 
     closed_book = FlowSpec.parse({"name": "closed", "steps": {
         "answer": {"op": "generate.answer", "params": {"model": "fault-ok", "context_column": None}}}})

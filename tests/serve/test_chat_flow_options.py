@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from serve import chat, chat_flows, cohere_chat
+from serve.chat import chat, chat_flows, cohere_chat
 from flows.spec_errors import SpecError
 from serve.http.errors import ApiError
 

@@ -15,7 +15,7 @@ import requests
 from fastapi import FastAPI
 
 from operators.llm.embedded_model import CONTEXT_TOKENS
-from serve import chat, cohere_chat
+from serve.chat import chat, cohere_chat
 from serve.http import error_handlers
 from serve.app import ServeConfigError, llm_card, parse_args
 from serve.schemas import ModelCard

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve import chat, cohere_chat
+from serve.chat import chat, cohere_chat
 from serve.http.errors import ApiError
 from serve.schemas import ModelCard
 from serve.service_settings import Limits

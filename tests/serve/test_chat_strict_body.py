@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve import chat, chat_flows, cohere_chat
+from serve.chat import chat, chat_flows, cohere_chat
 from serve.http import error_handlers
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]

@@ -1,6 +1,6 @@
-"""Where a chat request's ``model`` goes (``serve.chat.chat_target``), and the 404 for a name that is neither a served
-model nor a flow that answers: it lists what ``GET /v1/models`` offers (``chat_flows.flow_cards``), not a flow listed
-there as ``missing`` (``rag_gold`` needs tessera bench's dataset); so does ``GET /v1/models/{id}``'s 404
+"""Where a chat request's ``model`` goes (``serve.chat.chat.chat_target``), and the 404 for a name that is neither a
+served model nor a flow that answers: it lists what ``GET /v1/models`` offers (``chat_flows.flow_cards``), not a flow
+listed there as ``missing`` (``rag_gold`` needs tessera bench's dataset); so does ``GET /v1/models/{id}``'s 404
 (``serve.api.not_served``), which listed such flows and models whose weights are absent as served (over HTTP:
 tests/serve/test_readiness.py). Real files in a temporary $TESSERA_HOME; nothing
 runs, so no Ray."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from serve.chat import chat_target
-from serve.chat_flows import flow_cards
+from serve.chat.chat import chat_target
+from serve.chat.chat_flows import flow_cards
 from serve.http.errors import ApiError
 from serve.schemas import ModelCard
 from serve.service import Service

@@ -12,7 +12,7 @@ from operators.testing import sample_results
 
 
 def test_a_reply_the_flow_could_not_write_is_marked_unanswered(fault_models):
-    from serve.chat_flows import _message
+    from serve.chat.chat_flows import _message
 
     spec = FlowSpec.parse({"name": "answers", "steps": {
         "context": {"op": "generate.context"},
@@ -36,7 +36,7 @@ def test_a_reply_the_flow_could_not_write_is_marked_unanswered(fault_models):
 def test_a_reply_with_no_document_found_says_so(fault_models):
     """A chat over an empty index (or one filtered to nothing) said only "No answer could be written (the flow wrote
     no answer)": no document reached the answer step."""
-    from serve.chat_flows import _message
+    from serve.chat.chat_flows import _message
 
     spec = FlowSpec.parse({"name": "answers", "steps": {
         "context": {"op": "generate.context"}, "answer": {"op": "generate.answer", "params": {"model": "fault-ok"}}}})

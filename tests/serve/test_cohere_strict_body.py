@@ -14,7 +14,7 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from serve import cohere_chat
+from serve.chat import cohere_chat
 from serve.http import error_handlers
 from tests.serve.conftest import api_on_localhost
 

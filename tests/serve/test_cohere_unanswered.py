@@ -12,7 +12,7 @@ import requests
 from fastapi import FastAPI
 
 from flows.spec import FlowSpec
-from serve import cohere_chat
+from serve.chat import cohere_chat
 from serve.http import error_handlers
 from tests.serve.conftest import api_on_localhost
 

@@ -133,7 +133,7 @@ def test_metadata_names_say_the_rule_they_break_and_a_null_value_is_no_field():
                                          "output_dimension": "384"}, "output_dimension"),
     ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "texts": []}, "texts"),
     ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "inputs": []}, "inputs"),
-    ("chat.StreamOptions", {"include_usage": "yes"}, "include_usage"),
+    ("chat.chat.StreamOptions", {"include_usage": "yes"}, "include_usage"),
     # an index's two flags: "yes" replaced a stored document, or made a private index public
     ("indices.documents.DocumentsRequest", {"documents": [{"id": "a", "text": "b"}], "replace": "yes"}, "replace"),
     ("indices.documents.ShareRequest", {"shared": "yes"}, "shared"),

@@ -8,7 +8,7 @@ import pytest
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
-from serve.chat_flows import answering_flows, flow_cards
+from serve.chat.chat_flows import answering_flows, flow_cards
 from serve.schemas import ModelCard
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve

@@ -15,7 +15,7 @@ MODELS = ("smollm2", "local", "all-MiniLM-L6-v2")
 def test_a_flow_is_not_saved_under_a_served_models_name(tmp_path, monkeypatch):
     from flows import store as flow_store
     from flows.spec import FlowSpec
-    from serve import chat_flows
+    from serve.chat import chat_flows
     from serve.flow_resolution import flow_owner
     from serve.service import Service
     from serve.service_settings import ServiceArgs, resolve

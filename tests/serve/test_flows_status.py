@@ -10,7 +10,7 @@ import requests
 
 from flows import store as flow_store
 from serve.security import auth
-from serve.chat_flows import flow_cards
+from serve.chat.chat_flows import flow_cards
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost
 

@@ -1,4 +1,4 @@
-"""Cohere's documents as a flow's rows and its answer path, without Ray (serve/grounded.py); the route itself is
+"""Cohere's documents as a flow's rows and its answer path, without Ray (serve/chat/grounded.py); the route itself is
 tested on the Serve app in test_cohere_chat.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from flows.spec import FlowSpec
 from serve.http.errors import ApiError
-from serve.grounded import CohereDocument, answer_path, document_rows
+from serve.chat.grounded import CohereDocument, answer_path, document_rows
 
 
 def test_documents_become_rows_and_citations_show_them_as_sent():

@@ -1,13 +1,13 @@
 """A grounding document whose text is empty (``""``, or ``{"text": ""}``) has no text: a 422 naming it, as a blank one
 is (docs/serving.md), not a row whose text is the ``text: `` of the key/value fallback. Without Ray
-(serve/grounded.py's ``document_rows``, what /v2/chat calls)."""
+(serve/chat/grounded.py's ``document_rows``, what /v2/chat calls)."""
 
 from __future__ import annotations
 
 import pytest
 
 from serve.http.errors import ApiError
-from serve.grounded import CohereDocument, document_rows
+from serve.chat.grounded import CohereDocument, document_rows
 
 
 @pytest.mark.parametrize("sent, param", [

@@ -69,7 +69,7 @@ def test_a_placement_on_a_deployment_this_app_does_not_serve_is_refused_naming_i
 
 
 def test_a_flow_on_a_deployment_that_is_not_ready_is_listed_as_not_ready(service):
-    from serve.chat_flows import flow_cards
+    from serve.chat.chat_flows import flow_cards
     from serve.schemas import ModelCard
 
     def smollm2(status: str) -> ModelCard:

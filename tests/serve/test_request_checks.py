@@ -93,8 +93,8 @@ def test_a_query_of_only_nul_blanks_or_controls_is_empty(service, text):
 
 def test_a_chat_question_of_only_controls_is_no_question(service):
     from flows.spec import FlowSpec
-    from serve.chat import ChatRequest
-    from serve.chat_flows import prepare_flow
+    from serve.chat.chat import ChatRequest
+    from serve.chat.chat_flows import prepare_flow
 
     request = ChatRequest(model="rag", messages=[{"role": "user", "content": "\x00\x00"}])
     with pytest.raises(ApiError) as err:
@@ -127,8 +127,8 @@ def test_a_query_over_max_query_chars_is_a_422_naming_it(service):
 
 def test_a_chat_question_over_max_query_chars_is_a_422_naming_the_messages(service):
     from flows.spec import FlowSpec
-    from serve.chat import ChatRequest
-    from serve.chat_flows import prepare_flow
+    from serve.chat.chat import ChatRequest
+    from serve.chat.chat_flows import prepare_flow
 
     earlier = {"role": "assistant", "content": "c" * 500}  # the conversation is cut by the step that reads it
     request = ChatRequest(model="rag", messages=[{"role": "user", "content": "hi"}, earlier,
@@ -140,7 +140,7 @@ def test_a_chat_question_over_max_query_chars_is_a_422_naming_the_messages(servi
 
 @pytest.mark.parametrize("model", ["ChatRequest", "CohereChatRequest"])
 def test_a_chat_content_part_that_is_not_text_is_a_400_naming_it(model):
-    from serve import chat, cohere_chat
+    from serve.chat import chat, cohere_chat
 
     kind = getattr(chat, model, None) or getattr(cohere_chat, model)
     text = {"type": "text", "text": "what is in this picture?"}

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from operators.errors import OperatorError
-from serve import chat, chat_flows
+from serve.chat import chat, chat_flows
 from serve.http.errors import ApiError
 
 CORPUS = "steps.m.params.corpus"

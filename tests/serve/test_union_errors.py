@@ -14,7 +14,8 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from serve import chat, schemas
+from serve.chat import chat
+from serve import schemas
 from serve.http import error_handlers
 from tests.serve.conftest import api_on_localhost
 

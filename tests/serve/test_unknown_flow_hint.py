@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve.chat import chat_target
+from serve.chat.chat import chat_target
 from serve.http.errors import ApiError
 
 

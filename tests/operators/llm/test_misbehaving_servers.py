@@ -131,7 +131,7 @@ def test_a_megabyte_summary_is_not_cached_so_a_healthy_run_is_not_served_it(faul
 
 
 def test_a_flows_chat_answer_says_why_there_is_none_in_words(fault_models):
-    from serve.chat_flows import _message
+    from serve.chat.chat_flows import _message
 
     spec = FlowSpec.parse({"name": "answers", "steps": {
         "context": {"op": "generate.context", "params": {"max_context_length": 300}},

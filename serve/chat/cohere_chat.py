@@ -11,7 +11,7 @@ and ``message-end`` with ``finish_reason`` and ``usage`` (or ``ERROR`` and the e
 headers are sent).
 
 With ``documents``, the answer comes from the documents sent instead of a search
-(serve/grounded.py), with either kind of model, and citations show them as sent. Refused with a
+(serve/chat/grounded.py), with either kind of model, and citations show them as sent. Refused with a
 422 naming the field: ``tools`` and ``tool_choice``, ``index`` beside ``documents``, a field Cohere's API does not
 have, and a number or boolean of another JSON type (``CohereChatRequest``). ``safety_mode``, ``thinking``,
 ``strict_tools`` and ``priority`` are accepted and not used; a ``response_format`` other than text and ``logprobs:
@@ -33,11 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from flows.spec import FlowSpec
 from operators.generate.answer_stream import rest_of
 from operators.llm.chat_reply import ChatReply, StreamError
-from serve import chat, chat_flows, grounded
+from serve.chat import chat, chat_flows, grounded
 from serve.http import client_gone
 from serve import service as svc
 from serve.http.errors import ApiError
-from serve.grounded import CohereDocument
+from serve.chat.grounded import CohereDocument
 from serve.schemas import ModelCard
 
 #: Cohere's finish reasons; a flow's reply that is no answer ("No answer could be written (...)": ``answered`` false
@@ -68,7 +68,7 @@ class CohereChatRequest(BaseModel):
                                              "text or a list of {type: text, text} parts.")
     stream: bool = Field(False, strict=True, description="Answer as Cohere's server-sent events.")
     documents: list[str | CohereDocument] | None = Field(
-        None, min_length=1, description="Answer from these documents instead of an index (serve/grounded.py): "
+        None, min_length=1, description="Answer from these documents instead of an index (serve/chat/grounded.py): "
         "strings, or {id, data} objects whose data has text (or snippet, content, body), title, url.")
     tools: list[Any] | None = Field(None, description="Not supported: must be absent.")
     citation_options: CitationOptions | None = None

@@ -1,7 +1,7 @@
-"""The checks of OpenAI's chat fields that Cohere's ``POST /v2/chat`` body makes too (serve/cohere_chat.py): the
+"""The checks of OpenAI's chat fields that Cohere's ``POST /v2/chat`` body makes too (serve/chat/cohere_chat.py): the
 stream's options, stop sequences, log probabilities and a text answer. A module of their own so that the two request
-models share them without a chat module reading the other's body; serve/chat.py imports them, so ``serve.chat``'s
-names hold.
+models share them without a chat module reading the other's body; serve/chat/chat.py imports them, so
+``serve.chat.chat``'s names hold.
 """
 
 from __future__ import annotations

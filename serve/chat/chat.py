@@ -2,15 +2,15 @@
 
 ``chat_target`` is the one place where a request's ``model`` is matched: a served
 language model (an entry of ``args.llms``, by name or alias) goes to its deployment, a
-flow that answers (``rag``) runs in this replica (serve/chat_flows.py); any other name is
+flow that answers (``rag``) runs in this replica (serve/chat/chat_flows.py); any other name is
 a 404 in OpenAI's shape naming the model and listing both kinds.
 
 The body is validated here (a bad field is a 422 naming it), then handed to the
 deployment as a dict; its answer comes back as an async generator (serve/deployments/llm.py),
 returned whole or as server-sent events (FastAPI's ``StreamingResponse``). The checks of the
-fields Cohere's body shares are serve/chat_fields.py's; the answer's way to the client
-(``opened``, ``whole_answer``, ``sse``, ``model_failure``) is serve/chat_answer.py's. Both are
-imported here, so ``serve.chat``'s names hold.
+fields Cohere's body shares are serve/chat/chat_fields.py's; the answer's way to the client
+(``opened``, ``whole_answer``, ``sse``, ``model_failure``) is serve/chat/chat_answer.py's. Both are
+imported here, so ``serve.chat.chat``'s names hold.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from flows.spec import FlowSpec
 from operators.conversation import content_text
 from operators.errors import one_line
 from operators.json_tree import json_kind
-from serve.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
-from serve.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
+from serve.chat.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
+from serve.chat.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
 from serve.http.errors import ApiError
 from serve.schemas import ModelCard, check_texts
 
@@ -221,7 +221,7 @@ class ChatRequest(BaseModel):
 def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> ModelCard | FlowSpec:
     """Where a chat request for ``model`` goes: a served language model's card, or the spec of a flow that
     answers (the caller's saved flows included); else a 404 naming it."""
-    from serve import chat_flows
+    from serve.chat import chat_flows
 
     card = by_name.get(model)
     if card is not None and card.type == "chat":

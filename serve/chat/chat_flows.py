@@ -15,7 +15,7 @@ answer comes back as one ``chat.completion``, or with ``stream: true`` as
 flow has run; a client that closes the stream cancels the flow. The message's ``content`` is the
 answer followed by its numbered references; its ``sources`` field holds the same references as
 records (number, docno, title, url). A reply that is no answer ("No answer could be written (...)") has none: they
-would read as supporting it. Cohere's ``/v2/chat`` (serve/cohere_chat.py) runs flows
+would read as supporting it. Cohere's ``/v2/chat`` (serve/chat/cohere_chat.py) runs flows
 through the same functions and gives the answer its own shape.
 """
 

@@ -73,7 +73,7 @@ def answer_path(target: ModelCard | FlowSpec) -> FlowSpec:
     """The flow that answers from the documents (see the module): the target flow's answer path, or the defaults
     with the served model's gateway alias placed on its deployment."""
     if isinstance(target, FlowSpec):
-        from serve.chat_flows import step_operators
+        from serve.chat.chat_flows import step_operators
 
         found: dict[str, StepSpec] = {}
         for step_id, cls in step_operators(target).items():

@@ -1,8 +1,8 @@
 """A deployment's answer on its way to the client: its first event awaited (``opened``: a failure before the answer
 starts is still a 400 or 500), then returned whole (``whole_answer``) or as server-sent events (``sse``), and a failed
-answer in the caller's words (``model_failure``). A module of its own so that serve/chat.py keeps the request (its
-body, where it goes, what the deployment gets); Cohere's /v2/chat reads the same events. serve/chat.py imports these
-names, so ``serve.chat.opened``, ``.sse``, ... hold.
+answer in the caller's words (``model_failure``). A module of its own so that serve/chat/chat.py keeps the request (its
+body, where it goes, what the deployment gets); Cohere's /v2/chat reads the same events. serve/chat/chat.py imports
+these names, so ``serve.chat.chat.opened``, ``.sse``, ... hold.
 """
 
 from __future__ import annotations
