@@ -20,13 +20,13 @@ from fastapi import APIRouter, Body, Request
 from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.errors import one_line
-from serve import flow_status
+from serve.runs import flow_status
 from serve import service as svc
 from serve.http.errors import ApiError
-from serve.flow_request import named_as_sent
-from serve.flow_resolution import flow_owner
+from serve.runs.flow_request import named_as_sent
+from serve.runs.flow_resolution import flow_owner
 from serve.indices.index_roots import check_depth
-from serve.param_numbers import check_numbers
+from serve.runs.param_numbers import check_numbers
 from serve.routes_tasks import tenant
 from serve.security.spec_guard import redacted
 

@@ -18,7 +18,7 @@ from serve import service as svc
 from serve.indices.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.http.errors import ApiError
 from serve.indices.index_owner import adding_refused, read_only_names
-from serve.param_numbers import MAX_EXACT_INT
+from serve.runs.param_numbers import MAX_EXACT_INT
 from serve.routes_tasks import tenant
 from serve.indices.upload_form import UPLOAD_FORM, read_upload
 

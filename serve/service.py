@@ -28,14 +28,14 @@ from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
 from serve.security import auth
 from serve.tasks import taskrunner
-from serve import warm
+from serve.runs import warm
 from serve.http import threads
 from serve.http.errors import ApiError, too_many_tasks
-from serve.served_models import placed
-from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
+from serve.runs.served_models import placed
+from serve.runs.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, named_as_sent,
                                 refuse_filters_outside_index, refuse_missing_columns, refuse_missing_files,
                                 refuse_reading_documents, validation_error)
-from serve.flow_resolution import FlowResolution
+from serve.runs.flow_resolution import FlowResolution
 from serve.indices.index_owner import adding_refused, restore_rows
 from serve.indices.index_roots import default_data_roots, default_roots
 from serve.indices.indices import Indices
@@ -43,9 +43,9 @@ from serve.tasks.retention import Pruner, delete_task
 from serve.security.revocations import Revocations
 from serve.service_settings import Limits, setting
 from serve.tasks.spare import SpareWorkers
-from serve.placed_status import refuse_failed_placements
+from serve.runs.placed_status import refuse_failed_placements
 from serve.security.spec_guard import check_flow
-from serve.step_bounds import check_bounds, check_step_count
+from serve.runs.step_bounds import check_bounds, check_step_count
 from serve.tasks.taskstore import TaskStore, TasksAtLimit
 
 log = logging.getLogger("tessera.serve")
@@ -75,7 +75,7 @@ class Prepared:
 
 class Service(FlowResolution):
     """Task store, limits, default index and served models of one ingress replica; its flows by name and the spec
-    a request runs are ``FlowResolution``'s (serve/flow_resolution.py)."""
+    a request runs are ``FlowResolution``'s (serve/runs/flow_resolution.py)."""
 
     def __init__(self, config: dict[str, Any], served: list[dict[str, Any]], app_name: str,
                  model_names: Iterable[str] = ()):
@@ -219,14 +219,14 @@ class Service(FlowResolution):
 
     def check_to_save(self, spec: FlowSpec) -> None:
         """What a run refuses of a spec alone, asked when it is saved (``PUT /flows/{name}``), so its author learns
-        then and not at its first run: the spec guard's rules, the limits' bounds (serve/step_bounds.py) and a model
-        of another kind than its step loads, a step whose input columns no step above it writes from a search's
+        then and not at its first run: the spec guard's rules, the limits' bounds (serve/runs/step_bounds.py) and a
+        model of another kind than its step loads, a step whose input columns no step above it writes from a search's
         queries and its index (``generate.answer`` with no ``generate.context``: ``refuse_missing_columns``, as a
         task's; the default index for a step that names none), the same 422s. What depends on the machine or the
         request is left to the run (``GET /flows`` says why a saved flow does not run): a model not made yet, an unset
         variable, an unset param, an index (missing: it may come later) or a file outside the roots, another key's
         index."""
-        from serve.flow_request import check_model_kinds
+        from serve.runs.flow_request import check_model_kinds
 
         check_step_count(spec, self.limits)
         built = placed(spec, self.served, self.app_name, check=False).build()  # a served model checked where served

@@ -99,7 +99,7 @@ class Limits(BaseModel):
                                  "run; an enqueued task over it fails naming the limit).")
     max_pdf_seconds: float = Field(60.0, gt=0, description="Longest an uploaded PDF's text may take to read, in "
                                    "seconds, in a child process of at most 2 GiB (422 naming the file).")
-    # a request's flow, its step options and call params (serve/step_bounds.py): a 422 naming the field for more
+    # a request's flow, its step options and call params (serve/runs/step_bounds.py): a 422 naming the field for more
     max_steps: int = Field(50, gt=0, description="Most steps a request's flow (its own, a saved one, a mosaicRAG "
                            "request) may have; the largest built-in flow has 11.")
     max_step_batch_size: int = Field(10_000, gt=0, description="Most rows a step's batch_size, and a param ending "

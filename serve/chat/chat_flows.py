@@ -41,12 +41,12 @@ from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from operators.unicode import blank
 from serve.http import client_gone, errors
-from serve import flow_status
+from serve.runs import flow_status
 from serve.http.threads import in_pool
 from serve import service as svc
 from serve.http.errors import ApiError
 from serve.routes_search import queries_table, run_online
-from serve.flow_resolution import FlowFile, flow_owner, load_spec
+from serve.runs.flow_resolution import FlowFile, flow_owner, load_spec
 from serve.schemas import ModelCard
 
 #: The operators that read the conversation before the question from a query column (``messages_column``).
@@ -90,8 +90,8 @@ def _answers(file: FlowFile) -> bool:
 
 def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
     """``/v1/models`` entries for the flows that answer (empty when the app serves no flows). A flow this service
-    cannot run is ``missing``, with the reason (``serve.flow_status``, the rule ``GET /flows`` reports too); with the
-    app's ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
+    cannot run is ``missing``, with the reason (``serve.runs.flow_status``, the rule ``GET /flows`` reports too); with
+    the app's ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
     either, and says which it waits for."""
     if not svc.configured():
         return []

@@ -98,7 +98,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(SpecError)
     async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:
         """A flow, step or param a request names is invalid: 422 naming the step and field (a NaN or an infinity:
-        ``number_out_of_range``, as ``serve.param_numbers`` names a number JSON does not carry)."""
+        ``number_out_of_range``, as ``serve.runs.param_numbers`` names a number JSON does not carry)."""
         code = "number_out_of_range" if isinstance(err, NonFiniteNumberError) else "invalid_spec"
         # a param the service set names a server path (the default index, an index under the home): the client reads
         # it without them, as a run's failure

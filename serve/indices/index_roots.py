@@ -34,7 +34,7 @@ from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
 from operators.registry import get_operator
 from serve.http.errors import ApiError
-from serve.param_numbers import check_numbers
+from serve.runs.param_numbers import check_numbers
 
 #: The repository's bundled data (data/sample): the default data root, and where operators look second.
 REPO = Path(__file__).resolve().parents[2]

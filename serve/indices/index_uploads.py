@@ -79,7 +79,7 @@ class Uploads:
                     raise _IndexChanged() from None
                 self._refuse_busy(name, self.service.store.index(name))  # one started meanwhile: not the upload's fault
                 from operators.models.references import ModelNotFoundError
-                from serve.flow_request import public_text
+                from serve.runs.flow_request import public_text
 
                 # the documents are this server's own JSONL: what is refused is the spec, or a model it names
                 spec_made_it = err.field or isinstance(err, ModelNotFoundError)

@@ -38,7 +38,7 @@ from serve.indices.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_
 from serve.indices.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
 from serve.indices.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
 from serve.tasks.ingest_task import move_folder_aside
-from serve.served_models import placed_ingest_spec
+from serve.runs.served_models import placed_ingest_spec
 from serve.tasks.taskstore import UNFINISHED
 
 #: Index names: one folder name, no path.
@@ -101,7 +101,7 @@ class Indices(Uploads):
                                None)
                 missing = None
             except TesseraError as err:
-                from serve.flow_request import public_text
+                from serve.runs.flow_request import public_text
 
                 missing = public_text(err)  # as the upload's refusal says it: no folder of the server
             result.append({"name": name, "description": " ".join(flow.description.split()),

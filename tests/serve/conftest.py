@@ -244,7 +244,7 @@ def services_closed(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def no_warm_up_left():
-    """A ``Service`` warms up on a daemon thread (``serve.warm``) that imports torch and builds flows: one a test
+    """A ``Service`` warms up on a daemon thread (``serve.runs.warm``) that imports torch and builds flows: one a test
     left running imported modules while the next test's setup iterated them (CI: "dictionary changed size during
     iteration" in a fixture's setup). Each test ends with its services' warm-ups done."""
     yield

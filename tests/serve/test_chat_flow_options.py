@@ -26,7 +26,8 @@ def test_a_max_tokens_a_step_refuses_is_a_422_naming_the_request_field(make_serv
 
 
 def test_a_max_tokens_past_what_json_carries_is_a_422_naming_the_request_field(make_service):
-    """The service's check of a step's numbers (serve/param_numbers.py) named ``steps.standalone.params.max_tokens``."""
+    """The service's check of a step's numbers (serve/runs/param_numbers.py) named
+    ``steps.standalone.params.max_tokens``."""
     make_service()
     spec = chat_flows.svc.current().flow_spec("rag", "local")
     request = chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=10**20)

@@ -24,7 +24,7 @@ RUN_HERE = {"/v1/search", "/flows/{name}"}  # routes that need no Ray: run on th
 
 
 def search_body(body: str) -> None:
-    from serve.flow_request import SearchRequest
+    from serve.runs.flow_request import SearchRequest
 
     SearchRequest.model_validate_json(body)
 

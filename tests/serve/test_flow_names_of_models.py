@@ -16,7 +16,7 @@ def test_a_flow_is_not_saved_under_a_served_models_name(tmp_path, monkeypatch):
     from flows import store as flow_store
     from flows.spec import FlowSpec
     from serve.chat import chat_flows
-    from serve.flow_resolution import flow_owner
+    from serve.runs.flow_resolution import flow_owner
     from serve.service import Service
     from serve.service_settings import ServiceArgs, resolve
 

@@ -86,7 +86,7 @@ def test_a_search_for_an_unknown_flow_lists_the_flows_that_search_and_a_task_lis
 
 def test_a_flow_files_spec_is_parsed_once_per_version_of_the_file(service):
     """``load_spec`` keeps the parsed spec of a file's version (parsing YAML was 5 ms of a 40 ms search)."""
-    from serve.flow_resolution import load_spec
+    from serve.runs.flow_resolution import load_spec
 
     file = service.flow_file("hybrid", "local")
     assert load_spec(file) is load_spec(file)

@@ -90,8 +90,8 @@ def test_a_saved_flow_naming_another_keys_index_is_listed_as_refused_until_it_is
     words, per caller: the owner's own flow naming it runs."""
     from flows import store as flow_store
     from flows.spec import FlowSpec
-    from serve.flow_status import flow_problem, versions
-    from serve.flow_resolution import flow_owner
+    from serve.runs.flow_status import flow_problem, versions
+    from serve.runs.flow_resolution import flow_owner
 
     spec = FlowSpec.parse({"steps": {"bm25": {**BM25, "params": {"k": 3, "index": "news"}}}})
     for tenant in ("bob", "alice"):

@@ -101,8 +101,8 @@ def test_a_model_on_an_ollama_server_that_does_not_answer_is_the_services_503_no
     from flows import store as flow_store
     from flows.spec import FlowSpec
     from operators.llm.testing import closed_port
-    from serve.flow_resolution import flow_owner
-    from serve.flow_status import flow_problem, versions
+    from serve.runs.flow_resolution import flow_owner
+    from serve.runs.flow_status import flow_problem, versions
 
     monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{closed_port()}")
     steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},

@@ -1,4 +1,4 @@
-"""Over HTTP, a step may not ask for more than the service gives (``limits``, serve/step_bounds.py): its
+"""Over HTTP, a step may not ask for more than the service gives (``limits``, serve/runs/step_bounds.py): its
 ``concurrency``, ``batch_size``, ``num_cpus`` and ``num_gpus``, and the params that set how many calls run at once,
 how long one waits and how often it is retried (``concurrency``, ``timeout``, ``max_retries``...), each a 422 naming
 the field and the limit, on a search, a task, a nested step and a saved flow; values at the limit run. Before, a flow

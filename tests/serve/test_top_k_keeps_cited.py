@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from flows.executors.local import LocalExecutor
 from flows.spec import FlowSpec
-from serve.flow_request import with_top_k
+from serve.runs.flow_request import with_top_k
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
 

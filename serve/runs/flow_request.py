@@ -144,7 +144,7 @@ def refuse_reading_documents(flow: Any) -> None:
 def refuse_missing_files(flow: Any) -> None:
     """A 422 naming the first local file the flow reads that is not there (a corpus file deleted or never made),
     before anything runs: the run would fail at that step with the same words. Asked apart from the cached checks of
-    ``GET /flows`` (``serve.flow_status``), since a file comes and goes without the flow's spec changing."""
+    ``GET /flows`` (``serve.runs.flow_status``), since a file comes and goes without the flow's spec changing."""
     for missing in flow.missing_files():
         raise ApiError(422, public_text(missing), param=missing.field, code="flow_not_runnable")
 

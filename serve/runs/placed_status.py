@@ -60,7 +60,8 @@ def refuse_failed_placements(flow: Any) -> None:
 
 def refuse_failed(placed: tuple[tuple[str, Any], ...]) -> None:
     """The 503 of the first of ``placed`` (``placed_steps``) on a deployment that Serve gave up on: a request's flow
-    (``Service.prepare``), and ``GET /flows``'s ``reason`` for a flow that is not runnable (``serve.flow_status``)."""
+    (``Service.prepare``), and ``GET /flows``'s ``reason`` for a flow that is not runnable
+    (``serve.runs.flow_status``)."""
     if not placed:
         return
     failed = failed_deployments()

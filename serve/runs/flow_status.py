@@ -19,12 +19,12 @@ from typing import Any
 from operators.errors import SpecError, TesseraError
 from serve import service as svc
 from serve.http.errors import ApiError, spec_refusal
-from serve.flow_request import refuse_missing_files
+from serve.runs.flow_request import refuse_missing_files
 from serve.indices.index_roots import confine_spec
-from serve.placed_status import placed_steps, refuse_failed
+from serve.runs.placed_status import placed_steps, refuse_failed
 from serve.http.server_paths import without_server_paths
-from serve.step_bounds import check_step_count
-from serve.flow_resolution import FlowFile, load_spec, refuse_missing_indices
+from serve.runs.step_bounds import check_step_count
+from serve.runs.flow_resolution import FlowFile, load_spec, refuse_missing_indices
 
 
 def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:

@@ -15,9 +15,9 @@ from flows.spec import FlowSpec
 from operators.errors import SpecError, one_line
 from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
-from serve.flow_request import Asked, with_top_k
+from serve.runs.flow_request import Asked, with_top_k
 from serve.indices.index_roots import confine, confine_spec, index_params
-from serve.served_models import placed
+from serve.runs.served_models import placed
 
 if TYPE_CHECKING:
     from serve.indices.indices import Indices
