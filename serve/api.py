@@ -1,7 +1,7 @@
 """The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat/chat.py), Cohere/Jina
 ``/v1/rerank``, Cohere v2 ``/v2/rerank``, Cohere's ``/v2/embed`` and ``/v1/embed`` (serve/cohere_embed.py) and
 ``/v2/chat`` (serve/chat/cohere_chat.py),
-``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
+``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes/*.py``: tasks, saved flows,
 search, chat, indices), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
 
 The ingress holds no model: it validates the body, finds the deployment serving the
@@ -23,25 +23,27 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 
 from operators.errors import one_line
-from serve.security import auth, browser_guard
+from serve import cohere_embed
 from serve.chat import chat, chat_flows, cohere_chat
-from serve import (
-    cohere_embed, routes_chat, routes_flows, routes_indices, routes_keys, routes_search, routes_tasks, routes_ui,
-)
+from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
 from serve.http import draining, error_handlers, errors, json_values
 from serve.http import path_text  # noqa: F401  (the {model_id:text} convertor: a route's last part that holds any text)
 from serve.http.errors import ApiError
-from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
+from serve.routes import (
+    chat as routes_chat, flows as routes_flows, indices as routes_indices, keys as routes_keys, search as routes_search,
+    tasks as routes_tasks, ui as routes_ui,
+)
 from serve.schemas import (
     as_base64, Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
+from serve.security import auth, browser_guard
 
 # FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN, blank without internet: fastapi-offline serves the
 # same pages with the scripts from its package (under /static-offline-docs).
 # redirect_slashes off: Starlette answered a path with a trailing slash (POST /v1/search/) with a 307 and no body; it
 # is a JSON 404 that names the route without it (serve/http/error_handlers.py), and the page's /ui is a route of its own
-# (routes_ui).
+# (serve/routes/ui.py).
 app = FastAPIOffline(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved "
                      "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.",
                      redirect_slashes=False)

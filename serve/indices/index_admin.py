@@ -88,5 +88,5 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
 
 
 def progress_url(task_id: str) -> str:
-    """Where a client follows a task (``serve.routes_tasks``)."""
+    """Where a client follows a task (``serve.routes.tasks``)."""
     return f"/task/progress/{task_id}"

@@ -31,11 +31,11 @@ from operators.errors import see_docs
 from serve.http.errors import error_response
 from serve.http.middleware import HttpMiddleware, StartTracker
 from serve.security.revocations import RevocationsUnreadable
-from serve.routes_ui import UI_PATH
+from serve.routes.ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
 
-#: Routes that answer without a key: the health check, the web UI's page and its files (serve/routes_ui.py),
+#: Routes that answer without a key: the health check, the web UI's page and its files (serve/routes/ui.py),
 #: whose every call to the API carries the key typed into it, and the API's description with its pages (whose
 #: "Authorize" button takes the key for the calls tried from them).
 OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH, "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})

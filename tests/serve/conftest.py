@@ -342,7 +342,7 @@ def run_search(body: dict, tenant: str) -> dict:
     """``body`` searched as ``POST /v1/search`` does, for ``tenant`` of the last ``Service`` made, without HTTP (what
     the route adds: its thread pools, a client that goes away)."""
     from serve import service as svc
-    from serve.routes_search import searched
+    from serve.routes.search import searched
 
     return searched(svc.current().prepare(body, tenant, search=True))
 

@@ -165,7 +165,7 @@ def test_openapi_docs_list_the_flow_routes(serve_app):
 
 def test_pipeline_info_is_the_generated_mosaic_info(serve_app):
     from flows.info import mosaic_info
-    from serve.routes_tasks import with_service_models
+    from serve.routes.tasks import with_service_models
 
     assert get(serve_app, "/pipeline/info").json() == with_service_models(mosaic_info())
 

@@ -117,7 +117,7 @@ def test_a_status_pages_its_own_tasks_and_counts_stay_whole(api):
 def test_another_keys_tasks_never_appear(api):
     base, store, mine, theirs = api
     bob = store.task(theirs[-1], None)  # a cursor made from bob's newest task still lists only the caller's
-    from serve.routes_tasks import cursor
+    from serve.routes.tasks import cursor
 
     listed = requests.get(base + "/tasks", params={"before": cursor(bob), "limit": 1000}, timeout=30).json()
     assert listed["tasks"] and not {t["id"] for t in listed["tasks"]} & set(theirs)

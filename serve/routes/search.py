@@ -17,7 +17,7 @@ from serve.http import client_gone
 from serve import service as svc
 from serve.http.errors import UNAVAILABLE_RETRY_AFTER_S, ApiError
 from serve.tasks.results import search_hits
-from serve.routes_tasks import tenant
+from serve.routes.tasks import tenant
 from serve.http.threads import calls_model
 
 router = APIRouter(tags=["search"])

@@ -27,7 +27,7 @@ from serve.runs.flow_request import named_as_sent
 from serve.runs.flow_resolution import flow_owner
 from serve.indices.index_roots import check_depth
 from serve.runs.param_numbers import check_numbers
-from serve.routes_tasks import tenant
+from serve.routes.tasks import tenant
 from serve.security.spec_guard import redacted
 
 router = APIRouter(tags=["flows"])

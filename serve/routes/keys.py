@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from serve.security import key_admin
 from serve import service as svc
-from serve.routes_tasks import tenant
+from serve.routes.tasks import tenant
 
 router = APIRouter(tags=["keys"])
 

@@ -19,7 +19,7 @@ from serve.indices.documents import DeleteRequest, DocumentsRequest, ShareReques
 from serve.http.errors import ApiError
 from serve.indices.index_owner import adding_refused, read_only_names
 from serve.runs.param_numbers import MAX_EXACT_INT
-from serve.routes_tasks import tenant
+from serve.routes.tasks import tenant
 from serve.indices.upload_form import UPLOAD_FORM, read_upload
 
 router = APIRouter(tags=["indices"])

@@ -27,7 +27,7 @@ from serve.chat import chat_flows
 from serve.http import client_gone, errors
 from serve import service as svc
 from serve.http.errors import ApiError
-from serve.routes_tasks import tenant
+from serve.routes.tasks import tenant
 from serve.tasks.taskstore import ChatMoved
 
 router = APIRouter(tags=["chat"])
