@@ -2,8 +2,11 @@
 
 ``serve -> flows -> operators``; inside ``flows``, ``commands`` (the CLI) -> the jobs
 (``train`` -> ``bench`` -> ``ingestion``) -> the engine; ``flows.api`` is a front door
-beside the CLI. Operators know nothing of Ray, Serve, FastAPI or the engine. Every import
-counts, including those inside functions. The graph comes from grimp (import-linter's).
+beside the CLI. Operators know nothing of Ray, Serve, FastAPI or the engine. Inside ``serve``,
+the top level holds the entry points and the settings, everything else a folder by subject;
+``serve.http`` (the plumbing) is the floor, and the routers (``serve.routes``) are ``serve.api``'s
+alone. Every import counts, including those inside functions. The graph comes from grimp
+(import-linter's).
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ ENTRY_POINTS = {"flows.__main__", "flows.cli", "flows.run.__main__", "flows.inge
                 "flows.train.__main__"}
 FRONT_DOORS = ("flows.commands", "flows.api", "flows.run", "flows.ingest", "flows.__main__")
 MAX_LINES = 400
+#: serve's top level: the app and its ingress (``serve.app:build_app``, ``serve.api:app``), the service they hold, the
+#: settings (``python -m serve.check_args``) and the model API's bodies; any other module goes into a folder.
+SERVE_TOP = {"serve.api", "serve.app", "serve.service", "serve.settings", "serve.service_settings", "serve.check_args",
+             "serve.schemas", "serve.token_ids", "serve.cohere_embed", "serve.health"}
+SERVE_FOLDERS = {"chat", "deployments", "http", "indices", "routes", "runs", "security", "tasks"}
+#: Imports of a router by other than ``serve.api``, each to be moved down: auth's open paths name the UI's, and a
+#: chat that runs a flow runs it as ``/v1/search`` does.
+ROUTES_IMPORTED_BY = {"serve.security.auth -> serve.routes.ui", "serve.chat.chat_flows -> serve.routes.search"}
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +155,22 @@ def test_no_module_imports_another_modules_private_name(graph):
     in ``pending`` would have broken unseen."""
     found = sorted(private_imports(graph))
     assert found == [], f"make these names public (or import a public one): {found}"
+
+
+def test_serve_top_level_holds_only_the_entry_points_and_settings(graph):
+    top = {m for m in graph.modules if m.count(".") == 1 and m.startswith("serve.")}
+    folders = {m.split(".")[1] for m in graph.modules if m.count(".") == 1 and m.startswith("serve.")
+               and (REPO / "serve" / m.split(".")[1]).is_dir()}
+    assert top - {f"serve.{f}" for f in folders} == SERVE_TOP, "put a new serve module in the folder of its subject"
+    assert folders == SERVE_FOLDERS, "a new serve folder: add it to docs/serving.md's layout and to SERVE_FOLDERS"
+
+
+def test_serve_http_is_the_floor(graph):
+    assert [i for i in imports(graph, "serve.http", "serve") if " -> serve.http" not in i] == []
+
+
+def test_only_the_ingress_imports_the_routers(graph):
+    routers = [m for m in graph.modules if within(m, "serve.routes")]
+    importers = {f"{m} -> {r}" for r in routers for m in graph.find_modules_that_directly_import(r)
+                 if not within(m, "serve.routes") and m != "serve.api"}
+    assert importers == ROUTES_IMPORTED_BY, "only serve.api includes the routers: move what they share down"
