@@ -33,7 +33,7 @@ SERVE_TOP = {"serve.api", "serve.app", "serve.service", "serve.settings", "serve
 SERVE_FOLDERS = {"chat", "deployments", "http", "indices", "routes", "runs", "security", "tasks"}
 #: Imports of a router by other than ``serve.api``, each to be moved down: auth's open paths name the UI's, and a
 #: chat that runs a flow runs it as ``/v1/search`` does.
-ROUTES_IMPORTED_BY = {"serve.security.auth -> serve.routes.ui", "serve.chat.chat_flows -> serve.routes.search"}
+ROUTES_IMPORTED_BY = {"serve.security.auth -> serve.routes.ui"}
 
 
 @pytest.fixture(scope="module")

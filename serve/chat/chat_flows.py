@@ -45,7 +45,7 @@ from serve.runs import flow_status
 from serve.http.threads import in_pool
 from serve import service as svc
 from serve.http.errors import ApiError
-from serve.routes.search import queries_table, run_online
+from serve.runs.online import queries_table, run_online
 from serve.runs.flow_resolution import FlowFile, flow_owner, load_spec
 from serve.schemas import ModelCard
 

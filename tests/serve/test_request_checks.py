@@ -154,7 +154,7 @@ def test_a_chat_content_part_that_is_not_text_is_a_400_naming_it(model):
 
 
 def test_a_search_whose_index_is_deleted_while_it_runs_is_a_404_naming_the_index(service, tmp_path):
-    from serve.routes.search import run_online
+    from serve.runs.online import run_online
 
     folder = tmp_path / "home" / "indices"
     assert run_search({"flow": "bm25", "query": "honey", "index": "gone"}, "local")["results"][0]["hits"]
