@@ -4,7 +4,8 @@ A model name is an alias (``operators.llm.aliases``) or any litellm model string
 resolved model gets one litellm ``Router`` per process (held in the shared
 ``ObjectRepository``), so timeouts, retries with backoff, and the rate limits an alias
 sets (``rpm``, ``tpm``) are litellm's own, not a loop of ours; its ``max_parallel_requests``,
-which litellm keeps for async calls only, is held here, per process (``_slot``).
+which litellm keeps for async calls only, is held here, per process (``_slot``). A call to a server is litellm's
+async call, abandoned past its ``total_timeout`` (``operators.llm.whole_call``).
 Keys come from the environment only: an alias names its variable (``api_key_env``),
 and litellm reads the providers' usual variables itself. What a failed call was (``LLMError.kind``) and what
 its message says are ``operators.llm.failures``.
@@ -35,12 +36,16 @@ from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, key_env, missing_file, provider_key_variable, resolve, unknown_model
 from operators.llm.failures import ErrorKind, UnusableStream, failure_detail, failure_kind
 from operators.llm.loading import loaded_once
+from operators.llm.whole_call import CallOverran, result_within, stream_within, warm
 from operators.redact import redact, remember_secret
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
+#: Past how many timeouts a call is abandoned when neither the call nor its alias sets ``total_timeout``: each attempt
+#: (``num_retries`` + 1) may take its timeout, and one more timeout covers litellm's backoffs.
+TOTAL_TIMEOUTS_PAST_ATTEMPTS = 1
 
 
 class Completion(BaseModel):
@@ -78,12 +83,16 @@ def _router(alias: ModelAlias) -> Any:
         from litellm import Router
 
         litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout after an error
+        litellm.disable_aiohttp_transport = True  # async calls (``whole_call``) on httpx, as sync ones are: aiohttp
+        # refused a URL with credentials in it, and said its failures in other words
         logging.getLogger("LiteLLM Router").addFilter(_no_fallback_log)  # (once: a filter is added once)
 
         if alias.embedded:
             from operators.llm.embedded import register
 
             register()
+        else:
+            warm()  # (the async calls' imports: not a first call's total_timeout)
         params: dict[str, Any] = {"model": alias.model}
         if alias.api_base:
             params["api_base"] = alias.api_base
@@ -106,13 +115,16 @@ def _no_fallback_log(record: logging.LogRecord) -> bool:
 
 def complete(prompt: Prompt, *, model: str = "local", system: str | None = None, temperature: float = 0.0,
              max_tokens: int = 256, timeout: float | None = None, num_retries: int | None = None,
-             on_text: Callable[[str], None] | None = None, **params: Any) -> Completion:
+             on_text: Callable[[str], None] | None = None, total_timeout: float | None = None,
+             **params: Any) -> Completion:
     """One model call; raises ``LLMError`` when it fails (``FlowCancelled`` when the flow was cancelled).
 
     With ``on_text`` the reply is streamed: ``on_text`` gets each piece of text as the model writes it, and the
     ``Completion`` is the whole reply as without it (litellm rebuilds it and its usage from the chunks). A
     stream that fails after its first piece is not retried (the pieces are out); it raises ``LLMError``.
     ``params`` go to litellm as they are (``stop``, ``seed``, ``top_p``, ``response_format``...).
+    ``total_timeout`` bounds the whole call, its retries included (``timeout`` bounds each wait for the server's next
+    bytes): past it the call is abandoned, a ``timeout`` ``LLMError`` that names it (default: ``total_limit``).
     """
     if (problem := unknown_model(model)) is not None:  # litellm would raise its own BadRequestError
         raise LLMError(problem, kind="not_found")
@@ -138,15 +150,24 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     checkpoint()  # a cancel while the model loaded
     _quiet_litellm_warnings()
     messages = messages_of(prompt, system)
+    limit = total_limit(alias, timeout, num_retries, total_timeout)
+    deadline = None if alias.embedded else time.monotonic() + limit  # (the embedded model's timeout is per call)
     with _slot(alias):  # the alias's max_parallel_requests, for the whole process
         started = time.perf_counter()
         try:
-            if on_text is None:
+            if on_text is None and deadline is None:
                 response = router.completion(model="m", messages=messages, **kwargs)
+            elif on_text is None:
+                response = result_within(lambda: router.acompletion(model="m", messages=messages, **kwargs), deadline)
             else:
-                response = _streamed(router, messages, {**kwargs, **_usage_option(alias)}, on_text)
+                response = _streamed(router, messages, {**kwargs, **_usage_option(alias)}, on_text, deadline)
         except FlowCancelled:
             raise
+        except CallOverran:
+            raise LLMError(f"{named(model, alias)}: the call went on past its total_timeout of {limit:g} s without "
+                           "finishing (the server kept it going), so it was abandoned; to wait longer, raise "
+                           "total_timeout (the step's param, or the alias's in models.yaml)", kind="timeout",
+                           seconds=time.perf_counter() - started) from None
         except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
             checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
             kind = failure_kind(err)
@@ -238,15 +259,33 @@ def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int)
     return None
 
 
+def total_limit(alias: ModelAlias, timeout: float | None, num_retries: int | None,
+                total_timeout: float | None) -> float:
+    """Seconds a call may take in all: the call's ``total_timeout``, else its alias's, else a timeout for each of its
+    attempts and one more (``TOTAL_TIMEOUTS_PAST_ATTEMPTS``: 240 s for the defaults, 60 s and 2 retries)."""
+    if total_timeout or alias.total_timeout:
+        return float(total_timeout or alias.total_timeout)  # type: ignore[arg-type]
+    retries = num_retries if num_retries is not None else \
+        alias.num_retries if alias.num_retries is not None else DEFAULT_RETRIES
+    return (timeout or alias.timeout or DEFAULT_TIMEOUT) * (retries + 1 + TOTAL_TIMEOUTS_PAST_ATTEMPTS)
+
+
 def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any],
-              on_text: Callable[[str], None]) -> Any:
-    """The streamed call: each chunk's text to ``on_text``, then the whole response rebuilt from the chunks."""
+              on_text: Callable[[str], None], deadline: float | None) -> Any:
+    """The streamed call: each chunk's text to ``on_text``, then the whole response rebuilt from the chunks; with a
+    ``deadline`` (``time.monotonic()``), litellm's async stream, abandoned past it."""
     import litellm
 
-    stream = router.completion(model="m", messages=messages, stream=True, **kwargs)
+    if deadline is None:
+        stream = router.completion(model="m", messages=messages, stream=True, **kwargs)
+        pieces: Iterator[Any] = iter(stream)
+    else:
+        pieces = stream_within(lambda: router.acompletion(model="m", messages=messages, stream=True, **kwargs),
+                               deadline)
+        stream = next(pieces)
     chunks, written, most = [], 0, kwargs["max_tokens"] * CHARS_PER_TOKEN
     try:
-        for chunk in stream:
+        for chunk in pieces:
             checkpoint()  # a cancelled flow (its client went away) stops reading: closing the stream ends the answer
             chunks.append(chunk)
             text = chunk.choices[0].delta.content if chunk.choices else None
@@ -257,6 +296,7 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
                                           f"{kwargs['max_tokens']} allows")
                 on_text(text)
     finally:
+        getattr(pieces, "close", lambda: None)()  # an async stream left early: cancelled, its connection closed
         getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
     if not written and (content_type := _not_a_stream(stream)):  # litellm read it as an empty reply
         raise UnusableStream(f"the server's reply is not a stream of events (Content-Type: {content_type}), so "

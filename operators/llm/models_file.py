@@ -38,6 +38,9 @@ class ModelAlias(BaseModel):
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
     timeout: float | None = Field(None, gt=0, description="Seconds per attempt (litellm's timeout).")
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a transient error.")
+    total_timeout: float | None = Field(None, gt=0, description="Seconds a call may take in all, its retries "
+                                        "included; past it the call is abandoned (default: the timeout times the "
+                                        "attempts, plus one).")
     rpm: int | None = Field(None, gt=0, description="Requests per minute (litellm Router's limit).")
     tpm: int | None = Field(None, gt=0, description="Tokens per minute (litellm Router's limit).")
     max_parallel_requests: int | None = Field(None, gt=0, description="Requests in flight at once.")

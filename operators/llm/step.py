@@ -6,7 +6,7 @@ A subclass of ``LLMStep`` gives a ``name``, its prompts (``system_prompt`` and
 one prompt per unit of work and parses what comes back. Everything else is here:
 
 * **Params** (``LLMParams``): ``model`` (an alias or a litellm string), ``temperature``,
-  ``max_tokens``, ``timeout``, ``num_retries``, ``on_error``.
+  ``max_tokens``, ``timeout``, ``total_timeout``, ``num_retries``, ``on_error``.
 * **Cache rule.** The cache identity is the params, the resolved model (an alias can be
   redefined) and the prompt templates. ``temperature`` 0 is deterministic, so the step
   is cached; above 0 each run must sample afresh, so ``cacheable`` is False for that
@@ -54,6 +54,11 @@ class LLMParams(BaseModel):
     max_tokens: int = Field(256, gt=0, le=32768, description="Most tokens the model may write per call.")
     timeout: float | None = Field(None, gt=0, description="Seconds one call may take (per attempt; litellm's "
                                   "timeout); null takes the alias's setting (60 s by default, the local model 300 s).")
+    total_timeout: float | None = Field(None, gt=0, description="Seconds one call may take in all, its retries "
+                                        "included (a server that writes a word now and then is not held to "
+                                        "`timeout`); past it the call is abandoned and the query degraded. null takes "
+                                        "the alias's setting, else the timeout times (num_retries + 2): 240 s by "
+                                        "default.")
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a timeout, a rate limit or "
                                     "a server error; null takes the alias's setting (2 by default). Placed on a "
                                     "deployment: retries after a lost replica or a shed request only (null: 2).")
@@ -193,7 +198,7 @@ class LLMStep(Operator):
         p = self.params
         return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
                              max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text,
-                             **options)
+                             total_timeout=p.total_timeout, **options)
 
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""

@@ -26,7 +26,10 @@ the path picks the behaviour:
   the provider behind it failed);
 * ``eventless``: a streamed reply whose events hold no choice (``choices: []``), then ``[DONE]`` (unstreamed: as
   ``nochoices``);
-* ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do).
+* ``leaky``: HTTP 401 whose message quotes the key it was sent (as some proxies and self-hosted servers do);
+* ``trickle``: a reply that takes ``server.delay`` seconds and never goes quiet for long: streamed, its first word
+  every ``server.pace`` seconds, then the rest; unstreamed, a space every ``server.pace`` seconds (the keep-alive bytes
+  some proxies send before a reply), then the completion; a client that goes away first is counted in ``server.left``.
 
 The alias ``fault-refused`` points at a port nothing listens on (connection refused).
 
@@ -63,8 +66,7 @@ import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
              "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless",
-             "leaky", "parts", "failed200", "eventless",
-             "filtered")
+             "leaky", "parts", "failed200", "eventless", "filtered", "trickle")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -275,6 +277,27 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     state.left[scenario] += 1
 
+        def _trickle(self, streamed: bool, body: dict[str, Any]) -> None:
+            """``trickle``: a word (streamed) or a space every ``pace`` seconds for ``delay`` s, then the reply."""
+            chunks = _chunks(body, state.reply, broken=False)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream" if streamed else "application/json")
+                self.end_headers()
+                until, count = time.monotonic() + state.delay, 0
+                while time.monotonic() < until:  # (a number a word: litellm ends a stream of one chunk repeated)
+                    count += 1
+                    word = {**chunks[0], "choices": [{"index": 0, "delta": {"content": f"{count} "}}]}
+                    self.wfile.write(f"data: {json.dumps(word)}\n\n".encode() if streamed else b" ")
+                    self.wfile.flush()
+                    time.sleep(state.pace)
+                ends = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks[1:]] + ["data: [DONE]\n\n"]
+                self.wfile.write("".join(ends).encode() if streamed else json.dumps(_completion(body, state.reply))
+                                 .encode())
+            except (BrokenPipeError, ConnectionResetError):
+                with state.lock:
+                    state.left["trickle"] += 1
+
         def do_GET(self) -> None:  # noqa: N802  (http.server's name)
             scenario = self.path.strip("/").split("/", 1)[0]
             if self.path.rstrip("/") == "/api/tags":
@@ -309,6 +332,8 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             if scenario == "error" or (scenario == "flaky" and attempt == 1) or (scenario == "midstream"
                                                                                  and not streamed):
                 self._send(500, {"error": {"message": "the fault server failed on purpose", "type": "server_error"}})
+            elif scenario == "trickle":
+                self._trickle(streamed, body)
             elif scenario == "leaky":
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 self._send(401, {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_api_key"}})

@@ -1,0 +1,114 @@
+"""A model call's limit in all (``total_timeout``), past which it is abandoned, its connection closed.
+
+litellm's ``timeout`` bounds each wait for the server's next bytes, so a server that writes a word every few
+seconds, or keep-alive bytes, held a call (a step, a chat's answer) for as long as it went on. httpx has no limit for
+a whole request, and a blocked read of a sync call cannot be stopped from outside. So a call to a server runs as
+litellm's async call (the Router's ``acompletion``: its retries and their backoff are litellm's, as before) on one
+event loop per process, and the caller waits for it, checking its flow's cancel: past the limit the task is
+cancelled, which closes its HTTP connection and ends litellm's retries with it (a cancel is never retried), so no
+thread or request is left behind. A streamed reply comes back to the caller's thread chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Awaitable, Callable, Iterator
+
+from operators.interrupt import checkpoint
+
+#: How often a waiting caller looks at its flow's cancel and the clock (seconds).
+POLL_S = 0.05
+
+
+class CallOverran(Exception):
+    """The call went on past its ``total_timeout``; it was abandoned."""
+
+
+_loop: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
+_lock = threading.Lock()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    """This process's loop for model calls, started on first use (again in a forked child, whose copy has no
+    thread running it)."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop[0] != os.getpid() or not _loop[2].is_alive():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="tessera-llm-io", daemon=True)
+            thread.start()
+            _loop = (os.getpid(), loop, thread)
+        return _loop[1]
+
+
+_warmed: set[int] = set()
+
+
+def warm() -> None:
+    """Import what litellm's first async call imports (its async logging, OpenTelemetry's SDK: seconds on a busy
+    machine, which a first call's ``total_timeout`` of a few seconds was spent on) by a call that sends nothing
+    (litellm's ``mock_response``), once per process; ``operators.llm.gateway`` runs it as it builds a Router, on the
+    thread that a cancel does not wait for."""
+    if os.getpid() in _warmed:
+        return
+    from litellm import Router
+
+    router = Router(model_list=[{"model_name": "m", "litellm_params": {"model": "openai/warm", "api_key": "none"}}])
+    asyncio.run(router.acompletion(model="m", messages=[{"role": "user", "content": "hi"}], mock_response="ok"))
+    _warmed.add(os.getpid())
+
+
+def result_within(call: Callable[[], Awaitable[Any]], deadline: float) -> Any:
+    """What ``await call()`` returns, run on the loop; ``CallOverran`` once ``time.monotonic()`` passes
+    ``deadline`` (``FlowCancelled`` on a cancel): the call is cancelled, its connection closed."""
+    for kind, item in _items(call, None, deadline):
+        if kind == "done":
+            return item
+    raise AssertionError("unreachable")  # (_items ends with "done" or raises)
+
+
+def stream_within(open_stream: Callable[[], Awaitable[Any]], deadline: float) -> Iterator[Any]:
+    """The stream ``await open_stream()`` gives, then each of its chunks, in the caller's thread; ``CallOverran``
+    as ``result_within``. Leaving early (a raise, a reply too long) cancels it too."""
+    for kind, item in _items(open_stream, True, deadline):
+        if kind != "done":
+            yield item
+
+
+def _items(call: Callable[[], Awaitable[Any]], stream: bool | None,
+           deadline: float) -> Iterator[tuple[str, Any]]:
+    """("stream", the stream), ("chunk", each chunk) when ``stream``, and ("done", the result) last."""
+    items: queue.Queue = queue.Queue()
+
+    async def run() -> Any:
+        result = await call()
+        if stream:
+            items.put(("stream", result))
+            async for chunk in result:
+                items.put(("chunk", chunk))
+        return result
+
+    future: Future = asyncio.run_coroutine_threadsafe(run(), _running_loop())
+    future.add_done_callback(lambda done: items.put(("end", done)))
+    try:
+        while True:
+            try:
+                kind, item = items.get(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            except queue.Empty:
+                checkpoint()
+                if time.monotonic() >= deadline:
+                    raise CallOverran() from None
+                continue
+            if kind == "end":
+                yield "done", item.result()  # (raises the call's error)
+                return
+            if time.monotonic() >= deadline:  # a word a second, never the end
+                raise CallOverran()
+            yield kind, item
+    finally:
+        future.cancel()  # (a finished call: nothing to do; else its task is cancelled on the loop)

@@ -1,0 +1,101 @@
+"""A model call's limit in all (``total_timeout``), on the local fault server's ``trickle`` scenario: a reply that
+takes ``delay`` seconds and never goes quiet for long, so the per-wait ``timeout`` never runs out. Before, such a
+server held a call, a step and a chat's answer for as long as it went on."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from operators.llm import LLMError, complete
+from operators.llm.aliases import resolve
+from operators.llm.testing import KEY_ENV
+from operators.registry import create
+from operators.testing import sample_results
+
+#: What every message of a call past its limit of 1 s ends with.
+SAYS = ("the call went on past its total_timeout of 1 s without finishing (the server kept it going), so it was "
+        "abandoned; to wait longer, raise total_timeout (the step's param, or the alias's in models.yaml)")
+
+
+@pytest.fixture
+def trickle(fault_models):
+    """The trickle server: a word or a byte every 0.1 s for 20 s (its per-wait timeout never runs out)."""
+    fault_models.pace, fault_models.delay = 0.1, 20.0
+    return fault_models
+
+
+def left(server, count: int = 1) -> bool:
+    """Whether the server saw ``count`` trickle clients go away (each closed its connection), waiting for it up to
+    the server's ``delay``: the server finds out at its next write."""
+    until = time.monotonic() + server.delay
+    while server.left["trickle"] < count and time.monotonic() < until:
+        time.sleep(0.05)
+    return server.left["trickle"] == count
+
+
+def threads() -> set[str]:
+    """The names of this process's threads but the fault server's (one per request it answers)."""
+    return {t.name for t in threading.enumerate() if "process_request" not in t.name}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_call_the_server_keeps_going_is_abandoned_at_its_total_timeout(trickle, streamed):
+    pieces: list[str] = []
+    before = threads()
+    with pytest.raises(LLMError) as err:
+        complete("Which insects make honey?", model="fault-trickle", timeout=30, num_retries=2, total_timeout=1,
+                 on_text=pieces.append if streamed else None)
+    assert err.value.kind == "timeout" and err.value.message.endswith(SAYS), err.value.message
+    assert err.value.message.startswith("model 'fault-trickle' (openai/fault-trickle at http://127.0.0.1:")
+    assert left(trickle) and trickle.attempts["trickle"] == 1  # its connection closed, and not tried again
+    new = {name for name in threads() - before if not name.startswith("asyncio_")}  # (its loop's pool: bounded)
+    assert new <= {"tessera-llm-io"}, new  # (that one runs every call's I/O)
+
+
+def test_an_aliass_total_timeout_is_the_default_and_the_default_is_a_few_timeouts(trickle, tmp_path, monkeypatch):
+    from operators.llm.gateway import total_limit
+
+    models = tmp_path / "capped.yaml"
+    models.write_text(f"capped: {{model: openai/m, api_base: '{trickle.api_base('trickle')}', api_key_env: {KEY_ENV},"
+                      " total_timeout: 1}\nplain: {model: openai/m, timeout: 30}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    with pytest.raises(LLMError) as err:
+        complete("Which insects make honey?", model="capped", timeout=30, num_retries=0)
+    assert err.value.kind == "timeout" and err.value.message.endswith(SAYS), err.value.message
+    assert left(trickle)
+    assert total_limit(resolve("plain"), None, None, None) == 30 * 4  # each of 3 attempts, and one for the backoffs
+    assert total_limit(resolve("plain"), 10, 0, None) == 20 and total_limit(resolve("capped"), 10, 0, None) == 1
+
+
+@pytest.mark.parametrize("op, params, table", [
+    ("generate.answer", {}, lambda: create("generate.context", {"max_context_length": 300})(sample_results(1, 2))),
+    ("summarize.documents", {}, lambda: sample_results(1, 2)),
+    ("rerank.llm_group", {"n": 2}, lambda: sample_results(1, 2)),
+])
+def test_a_step_whose_server_keeps_going_is_degraded_naming_its_total_timeout(trickle, op, params, table):
+    step = create(op, {"model": "fault-trickle", "timeout": 30, "num_retries": 0, "total_timeout": 1, **params},
+                  step_id="s")
+    given = table()
+    out = step(given)
+    degraded = step.drain_metadata()["q1"]["degraded"]
+    assert degraded["step"] == "s" and "timeout: model 'fault-trickle' (openai/fault-trickle at " in degraded["reason"]
+    assert degraded["reason"].endswith(SAYS), degraded["reason"]
+    assert out.select(given.column_names).slice(0, given.num_rows).equals(given)  # the rows as they came in
+    assert step.drain_usage()["llm_failed"] >= 1
+
+
+def test_a_chats_streamed_answer_stops_at_its_total_timeout(trickle):
+    """A flow's chat answer streams through generate.answer: a server writing a word a second held the request."""
+    from operators.generate.answer_stream import streaming_answers
+
+    table = create("generate.context", {"max_context_length": 300})(sample_results(1, 2))
+    answer = create("generate.answer", {"model": "fault-trickle", "timeout": 30, "num_retries": 0,
+                                        "total_timeout": 1}, step_id="answer")
+    with streaming_answers(lambda qid, text: None):
+        out = answer(table)
+    assert answer.drain_metadata()["q1"]["degraded"]["reason"].endswith(SAYS)
+    assert out.select(table.column_names).equals(table) and left(trickle)
+    assert [body.get("stream") for body in trickle.bodies] == [True]
