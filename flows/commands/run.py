@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_INTERNAL, EXIT_OK, CliError, add_cache_dir_argument, add_set_argument,
-                                     console, escape, TableRows, load_flow, positive_int, print_json,
+from flows.commands._support import (EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, add_cache_dir_argument,
+                                     add_set_argument, console, escape, TableRows, load_flow, positive_int, print_json,
                                      refuse_cache_dir_without_cache, say_reading_the_terminal, step_cache)
 from flows.commands.job_paths import check_job_paths
 from operators.errors import short_repr
@@ -178,10 +178,28 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
                   + (f" and {answers} {whose} answers and metadata to "
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
     _print(args, result, queries, out_path, answers)
+    if (empty := _sources_read_nothing(flow, result)) is not None:  # a queries file with none is refused before
+        print(f"tessera: error: {empty}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     if (failed := _no_answer_written(flow, result, queries)) is not None:  # printed and written all the same
         print(f"tessera: error: {failed}", file=sys.stderr, flush=True)
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _sources_read_nothing(flow, result) -> str | None:
+    """Why a flow whose steps start at sources ran on nothing: every source step read no document (an empty JSONL or
+    CSV file, blank lines or a header row alone); it printed "0 rows" and exited 0, as if done. None when one did
+    (an empty file among others is a warning of the source's: ``warn_no_records``)."""
+    sources = [step for step in flow.needed_steps() if flow.operators[step].scope == "source"]
+    if not sources or any(result.steps[step].rows_out for step in sources if step in result.steps):
+        return None
+    step = sources[0]
+    op = flow.operators[step]
+    path = getattr(op.params, "path", None)
+    return (f"step '{step}' ({op.name}) read no documents" + (f" from {path}" if path else "")
+            + ": no records there (an empty file, blank lines or a header row alone), or every one was skipped as "
+            "bad; the flow ran on nothing")
 
 
 def _no_answer_written(flow, result, queries) -> str | None:

@@ -33,7 +33,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
     values_to_array,
 )
 from operators.sources.encoding import NotLineText, line_decoder, line_reader_refuses, undecodable
-from operators.sources.paths import is_gzip
+from operators.sources.paths import is_gzip, warn_no_records
 from operators.unicode import first_broken_text
 
 logger = logging.getLogger("operators.sources")
@@ -239,6 +239,9 @@ def read_jsonl_documents(
     encoding = getattr(params, "encoding", None)
     for rng in ranges:
         first = first_record(rng.path, encoding, op)
+        if not first and rng.start == 0 and rng.end is None and _blank(rng.path):  # (a range of a big file: not it)
+            warn_no_records(op, rng.path)  # among other files: said, as for CSV; the whole source: the caller's
+            continue
         records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field, title_field=params.title_field,
                              encoding=encoding)
         try:
@@ -252,6 +255,12 @@ def read_jsonl_documents(
             records.close()
         if left is not None and left <= 0:
             return
+
+
+def _blank(path: str) -> bool:
+    """Whether ``path`` holds whitespace alone (an empty file, blank lines): read up to its first other byte."""
+    with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
+        return all(not raw.strip() for raw in f)
 
 
 def first_record(path: str, encoding: str | None = None, op: Any = None) -> dict:
