@@ -92,7 +92,7 @@ def text_only(messages: list[ChatMessage]) -> None:
 
 #: Fields checked here (refused unless empty) and not passed on.
 NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format", "logprobs",
-                     "top_logprobs", "logit_bias", "modalities", "audio")
+                     "top_logprobs", "logit_bias", "modalities", "audio", "web_search_options")
 
 
 #: OpenAI's bound on ``stop``: up to 4 sequences.
@@ -141,6 +141,8 @@ class ChatRequest(BaseModel):
                                               "OpenAI's tokenizers, which no model here reads.")
     modalities: list[str] | None = Field(None, description="Only [\"text\"]: the answer is text.")
     audio: Any = Field(None, description="Refused when given: the answer is text, never audio.")
+    web_search_options: Any = Field(None, description="Refused when given: the models search no web (a flow such "
+                                    "as 'rag' searches its index).")
     user: str | None = Field(None, strict=True, description="Accepted, not used (OpenAI's end-user id): a string, "
                              "as OpenAI's API takes it (`5` is a 422 naming it; it was ignored).")
 
@@ -206,6 +208,15 @@ class ChatRequest(BaseModel):
     def _no_audio(cls, value: Any) -> None:
         if value is not None:
             raise ValueError("audio output is not supported: the answer is text; leave it out")
+        return None
+
+    @field_validator("web_search_options")
+    @classmethod
+    def _no_web_search(cls, value: Any) -> None:
+        """Refused, not ignored: the client would wait for an answer from the web, with its url citations."""
+        if value is not None:
+            raise ValueError("web_search_options is not supported: these models search no web and answer without "
+                             "url citations; leave it out (a flow such as 'rag' searches its index)")
         return None
 
     def engine_body(self) -> dict[str, Any]:
