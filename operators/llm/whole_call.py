@@ -59,7 +59,9 @@ def warm() -> None:
     from litellm import Router
 
     router = Router(model_list=[{"model_name": "m", "litellm_params": {"model": "openai/warm", "api_key": "none"}}])
-    asyncio.run(router.acompletion(model="m", messages=[{"role": "user", "content": "hi"}], mock_response="ok"))
+    call = router.acompletion(model="m", messages=[{"role": "user", "content": "hi"}], mock_response="ok")
+    asyncio.run_coroutine_threadsafe(call, _running_loop()).result()  # (on the calls' loop: litellm's logging
+    # worker keeps to the first loop it meets, and said "event loop changed" when it met another)
     _warmed.add(os.getpid())
 
 

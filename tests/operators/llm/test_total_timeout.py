@@ -4,11 +4,16 @@ server held a call, a step and a chat's answer for as long as it went on."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
 from operators.llm import LLMError, complete
 from operators.llm.aliases import resolve
 from operators.llm.testing import KEY_ENV
@@ -99,3 +104,29 @@ def test_a_chats_streamed_answer_stops_at_its_total_timeout(trickle):
     assert answer.drain_metadata()["q1"]["degraded"]["reason"].endswith(SAYS)
     assert out.select(table.column_names).equals(table) and left(trickle)
     assert [body.get("stream") for body in trickle.bodies] == [True]
+
+
+def test_a_flows_chat_reply_says_the_call_passed_its_total_timeout(trickle):
+    """Said in the reply a chat gets (the HTTP service's and ``tessera chat``'s)."""
+    from serve.chat_flows import _message
+
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context", "params": {"max_context_length": 300}},
+        "answer": {"op": "generate.answer", "params": {"model": "fault-trickle", "timeout": 30, "num_retries": 0,
+                                                       "total_timeout": 1}}}})
+    reply = _message(LocalExecutor().run(spec, sample_results(1, 2)), "q1")
+    assert reply["answered"] is False and reply["message"]["content"].endswith(SAYS + ").")
+
+
+@pytest.mark.process
+def test_a_processs_first_calls_print_nothing_of_litellms(fault_models):
+    """A new process's first call imports litellm's async side (``whole_call.warm``), on the loop its calls run on:
+    warmed on another, litellm's logging worker said "LoggingWorker: event loop changed; carried 1 pending ..." on
+    stderr at the next call."""
+    code = ("from operators.llm import complete\n"
+            "for _ in range(2):\n"
+            "    print(complete('Which insects make honey?', model='fault-ok', num_retries=0).text)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0 and done.stdout.count("Honey bees make honey") == 2, done.stderr
+    assert "LiteLLM" not in done.stderr and "event loop" not in done.stderr, done.stderr
