@@ -296,8 +296,10 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
                                           f"{kwargs['max_tokens']} allows")
                 on_text(text)
     finally:
-        getattr(pieces, "close", lambda: None)()  # an async stream left early: cancelled, its connection closed
-        getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
+        if deadline is None:
+            getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
+        else:
+            getattr(pieces, "close", lambda: None)()  # an async stream: closed on its loop, cancelled if not done
     if not written and (content_type := _not_a_stream(stream)):  # litellm read it as an empty reply
         raise UnusableStream(f"the server's reply is not a stream of events (Content-Type: {content_type}), so "
                               "no completion")

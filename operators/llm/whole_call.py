@@ -82,6 +82,10 @@ def stream_within(open_stream: Callable[[], Awaitable[Any]], deadline: float) ->
             yield item
 
 
+async def _nothing() -> None:
+    return None
+
+
 def _items(call: Callable[[], Awaitable[Any]], stream: bool | None,
            deadline: float) -> Iterator[tuple[str, Any]]:
     """("stream", the stream), ("chunk", each chunk) when ``stream``, and ("done", the result) last."""
@@ -91,8 +95,11 @@ def _items(call: Callable[[], Awaitable[Any]], stream: bool | None,
         result = await call()
         if stream:
             items.put(("stream", result))
-            async for chunk in result:
-                items.put(("chunk", chunk))
+            try:
+                async for chunk in result:
+                    items.put(("chunk", chunk))
+            finally:  # (cancelled too: litellm shields its close, which releases the connection)
+                await getattr(result, "aclose", _nothing)()
         return result
 
     future: Future = asyncio.run_coroutine_threadsafe(run(), _running_loop())
