@@ -213,7 +213,7 @@ def model_identity(model: str) -> dict:
     behind the same alias is another cache entry. An embedded model adds its .gguf file's content hash: a file
     re-quantised or retrained at the same path is another model (its name alone kept replaying the old answers)."""
     alias = resolve(model)
-    identity = alias.model_dump(exclude={"description"}, exclude_none=True)
+    identity = alias.model_dump(exclude={"description", "total_timeout"}, exclude_none=True)  # (not the reply's)
     if alias.embedded:
         from operators.llm.embedded_model import gguf_path
         from operators.models.fingerprint import file_digest

@@ -141,8 +141,10 @@ class LLMStep(Operator):
         return messages_of(templates["prompt"].format(**fields), templates["system"] or None)
 
     def cache_identity(self) -> dict[str, Any]:
-        return {**super().cache_identity(), "resolved_model": model_identity(self.params.model),
-                "prompts": self.prompts()}
+        """Without ``total_timeout``: how long a call may take is not what its reply says (a call past it degrades
+        its query, which is never stored), and a step cached before the param came is found again."""
+        params = {name: value for name, value in super().cache_identity().items() if name != "total_timeout"}
+        return {**params, "resolved_model": model_identity(self.params.model), "prompts": self.prompts()}
 
     # -- calling the model --------------------------------------------------------
 

@@ -130,3 +130,17 @@ def test_a_processs_first_calls_print_nothing_of_litellms(fault_models):
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert done.returncode == 0 and done.stdout.count("Honey bees make honey") == 2, done.stderr
     assert "LiteLLM" not in done.stderr and "event loop" not in done.stderr, done.stderr
+
+
+def test_total_timeout_is_not_part_of_a_steps_cache_identity(fault_models, tmp_path, monkeypatch):
+    """A reply is the same however long the call could have taken (one past it is degraded, never stored): a step
+    cached before the param came, or with another limit, is found again."""
+    models = tmp_path / "capped.yaml"
+    models.write_text("capped: {model: openai/m, api_base: 'http://127.0.0.1:9/v1', total_timeout: 5}\n"
+                      "plain: {model: openai/m, api_base: 'http://127.0.0.1:9/v1'}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    plain = create("summarize.documents", {"model": "plain"}).cache_identity()
+    assert "total_timeout" not in plain
+    assert create("summarize.documents", {"model": "plain", "total_timeout": 9}).cache_identity() == plain
+    assert create("summarize.documents", {"model": "capped"}).cache_identity()["resolved_model"] == \
+        plain["resolved_model"]
