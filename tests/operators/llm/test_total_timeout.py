@@ -108,7 +108,7 @@ def test_a_chats_streamed_answer_stops_at_its_total_timeout(trickle):
 
 def test_a_flows_chat_reply_says_the_call_passed_its_total_timeout(trickle):
     """Said in the reply a chat gets (the HTTP service's and ``tessera chat``'s)."""
-    from serve.chat_flows import _message
+    from serve.chat.chat_flows import _message
 
     spec = FlowSpec.parse({"name": "answers", "steps": {
         "context": {"op": "generate.context", "params": {"max_context_length": 300}},
