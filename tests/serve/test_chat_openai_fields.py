@@ -16,7 +16,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve import chat, chat_flows, error_handlers
+from serve.chat import chat, chat_flows
+from serve.http import error_handlers
 
 #: A conversation with no user message: past every field's check, the flow refuses it (param ``messages``).
 NO_QUESTION = [{"role": "system", "content": "Be brief."}]
