@@ -297,6 +297,28 @@ def forget_unborn(store: TaskStore, job: dict[str, Any], owner: str) -> None:
         log.info("index %s: its failed upload's record is kept (%s)", job["index"], why)
 
 
+def in_this_home(task: dict[str, Any]) -> dict[str, Any]:
+    """``task`` with its upload's paths (index, uploaded file, staging) in this service's ``$TESSERA_HOME``. A job
+    records them whole (``<home>/indices/<name>``, ``<home>/uploads/<name>/...``), so in a home copied or moved
+    elsewhere (``cp -a``, a backup restored) a service cleaning up after an interrupted upload removed the old home's
+    files (a live service's upload file there too) and left the copy's. A task of no upload, or whose index is not in
+    an ``indices`` folder of a home, is returned as it is."""
+    from operators.home import tessera_home
+
+    job = task.get("spec", {}).get("ingest") if isinstance(task.get("spec"), dict) else None
+    index = Path(job["index_path"]) if isinstance(job, dict) and job.get("index_path") else None
+    if index is None or index.parent.name != "indices" or index.name != job.get("index"):
+        return task
+    old, home = index.parent.parent, tessera_home().resolve()
+    if old == home:
+        return task
+    moved = dict(job)
+    for key in ("index_path", "source", "staging"):
+        if isinstance(job.get(key), str) and Path(job[key]).is_relative_to(old):
+            moved[key] = str(home / Path(job[key]).relative_to(old))
+    return {**task, "spec": {**task["spec"], "ingest": moved}}
+
+
 def discard_upload(job: dict[str, Any], staging: bool = True) -> None:
     """Remove the upload's file and (unless ``staging`` is False) its staging folder in the index (what a task that
     stops half-way leaves: the service never resumes an upload, a client sends it again)."""

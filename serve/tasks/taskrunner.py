@@ -319,9 +319,10 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     the index's folder and record, so the name and the disk are free again. True if the task was unfinished.
 
     A cancelled upload's worker has stopped too by now (every caller knows it), so its first index goes as well."""
-    from serve.tasks.ingest_task import discard_stopped_upload, forget_unborn, remove_unborn
+    from serve.tasks.ingest_task import discard_stopped_upload, forget_unborn, in_this_home, remove_unborn
 
     row = store.task(task_id, None)
+    row = None if row is None else in_this_home(row)  # a home moved since: its files here, none of the old place's
     if row is not None and row["status"] == "cancelled":
         discard_leftovers(row, store)
     if row is None or row["status"] not in ("queued", "running"):
@@ -351,8 +352,10 @@ def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None, wait
     ``WORKER_EXIT_S``: ``discard_stopped_upload``), and a first upload's empty index folder and record
     (``remove_cancelled``)."""
     if "ingest" in task["spec"]:
-        from serve.tasks.ingest_task import WORKER_EXIT_S, discard_stopped_upload, discard_upload, remove_cancelled
+        from serve.tasks.ingest_task import (WORKER_EXIT_S, discard_stopped_upload, discard_upload, in_this_home,
+                                             remove_cancelled)
 
+        task = in_this_home(task)
         job = task["spec"]["ingest"]
         if store is None:
             discard_upload(job)  # its file at once; the worker, maybe alive, may write staged shards again
