@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from flows.cache_code import module_digests
-from flows.cache_database import SCHEMA, CacheDatabase
+from flows.cache_database import SCHEMA, CacheDatabase, unwritable
 from flows.cache_folder import MARKER, is_cache_dir, later_layout, remove_cache_files
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
@@ -78,6 +78,7 @@ class StepCache(CacheDatabase):
         self._local = threading.local()
         self._touched: dict[str, float] = {}  # when this process last marked a file used
         self._said_unwritable = False
+        self._off: str | None = None  # why this process may not write it ("": it may; None: not asked yet)
 
     def __reduce__(self):  # ship to Ray workers by path; connections are per process
         return (StepCache, (str(self.root),))
@@ -92,6 +93,8 @@ class StepCache(CacheDatabase):
 
     def get(self, keys: Iterable[bytes]) -> dict[bytes, CachedUnit]:
         """Cached units among ``keys``."""
+        if self.read_only():
+            return {}
         keys = list(dict.fromkeys(keys))
         found: dict[bytes, tuple[str | None, int, int, str | None]] = {}
         conn = self._conn()
@@ -151,7 +154,7 @@ class StepCache(CacheDatabase):
 
     def put(self, units: Sequence[tuple[bytes, pa.Table | None, dict[str, Any] | None]]) -> None:
         """Store units: ``(key, rows or None, metadata)``; rows of all units share one file."""
-        if not units:
+        if not units or self.read_only():
             return
         tables = [t for _, t, _ in units if t is not None and t.num_rows]
         file, size = None, 0
@@ -209,13 +212,15 @@ class StepCache(CacheDatabase):
     def drop(self, keys: Iterable[bytes]) -> None:
         """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""
         keys = list(keys)
-        if keys:
+        if keys and not self.read_only():
             with self._or_said():
                 forget_calls(self._conn(), keys)
 
     # -- explanations -----------------------------------------------------------
 
     def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:
+        if self.read_only():
+            return
         explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats,
                    "module_digests": module_digests(op)}  # beside the key: which module an edit changed
         with self._or_said():
@@ -258,6 +263,9 @@ class StepCache(CacheDatabase):
         if not self.root.is_dir() or not is_cache_dir(self.root):
             raise CacheError(f"refusing to prune {self.root}: it is not a Tessera step cache (no {MARKER})",
                              field="cache_dir")
+        if why := unwritable(self.root):
+            raise CacheError(f"cannot prune {self.root}: it cannot be written ({why}); nothing was removed",
+                             field="cache_dir")
         return prune(self._conn(), self.root / "data", max_bytes=max_bytes, older_than_s=older_than_s)
 
     def clear(self) -> bool:
@@ -271,6 +279,9 @@ class StepCache(CacheDatabase):
                              "nothing was deleted", field="cache_dir")
         if refused := later_layout(root):  # its files are not this release's to know: the one that wrote it clears it
             raise CacheError(f"refusing to clear {root}: {refused}; nothing was deleted", field="cache_dir")
+        if why := unwritable(root):  # a read-only home: an OSError half-way, as an internal error
+            raise CacheError(f"cannot clear {root}: it cannot be written ({why}); nothing was deleted",
+                             field="cache_dir")
         self.close()
         remove_cache_files(root)
         return True

@@ -8,6 +8,7 @@ step cache are one job, the units and explanations stored in it another. ``StepC
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -71,14 +72,52 @@ def _connect_when_free(database: Path) -> sqlite3.Connection:
         pause = min(pause * 2, 0.5)
 
 
+def unwritable(root: Path) -> str | None:
+    """Why a cache at ``root`` cannot be written here, or None: the nearest folder or file of it that is there (the
+    database, ``data/``, the folder, else the parent it would be made in) on a read-only file system, or not
+    writable by this user. A file where a folder goes is not this (``_open_database`` names it)."""
+    for path in (root / "index.sqlite", root / "data", root, *root.parents):
+        if path.exists():
+            break
+    else:
+        return None
+    if path.is_dir() or path.name == "index.sqlite":
+        checked = [p for p in (root / "index.sqlite", root / "data", root) if p.exists()] or [path]
+        if all(os.access(p, os.W_OK) for p in checked):
+            return None
+        with contextlib.suppress(OSError):
+            if os.statvfs(path).f_flag & os.ST_RDONLY:
+                return "a read-only file system"
+        return "this user may not write there"
+    return None
+
+
 class CacheDatabase:
-    """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root`` and ``_local``)."""
+    """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root``, ``_local`` and
+    ``_off``)."""
 
     root: Path
+    _off: str | None
 
     def check(self) -> None:
-        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything)."""
-        self._conn()
+        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything); a cache this
+        process may not write (``read_only``) is said once and left off instead."""
+        if not self.read_only():
+            self._conn()
+
+    def read_only(self) -> str | None:
+        """Why this process cannot write the cache (a read-only file system: a backup mounted so; a folder this user
+        may not write), said once as a warning: the run goes on without the cache, reading and writing nothing there.
+        None when it can. Asked once a process; a run used to stop at its first write with SQLite's 'attempt to write
+        a readonly database' as an internal error."""
+        if self._off is None:
+            self._off = unwritable(self.root) or ""
+            if self._off:
+                logging.getLogger("flows.cache").warning(
+                    "the step cache %s cannot be written (%s): the run goes on without it, nothing read from it or "
+                    "stored; pass --cache-dir DIR for a folder this user can write, or --no-cache", self.root,
+                    self._off)
+        return self._off or None
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection; opened again in a new process, or when the database file was replaced

@@ -1,0 +1,88 @@
+"""A home on a read-only disk (a backup mounted read-only) still searches: ``tessera run`` with its step cache there
+gives the run's rows, says once that the cache cannot be written and is left off, and writes nothing in the home. It
+stopped at the cache's first write with ``tessera: internal error: OperationalError: attempt to write a readonly
+database``. A real read-only bind mount (``mount -o remount,bind,ro`` in a mount namespace of the test's own, as
+root; skipped where this user may not make one) over a real home, index and step cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
+
+pytestmark = [pytest.mark.process,
+              pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("unshare") is None,
+                                 reason="a read-only bind mount needs Linux's unshare")]
+
+
+def tessera(home: Path, *args: str, read_only: bool = False) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "flows", *args]
+    if read_only:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY, str(home), *command]
+    env = {**os.environ, "TESSERA_HOME": str(home), "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    env.pop("TESSERA_DEBUG", None)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+
+
+def files_of(home: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(home)): (p.stat().st_size, p.stat().st_mtime_ns) for p in home.rglob("*")}
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    """A home with an index (``docs``, BM25 only) whose step cache one run has filled."""
+    from operators.store import Index, IndexSettings
+    from operators.testing import sample_documents
+
+    home = tmp_path / "home"
+    index = Index.create(home / "indices" / "docs", IndexSettings(dense=False))
+    docs = sample_documents(50)
+    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(home), "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only bind mount here: {probe.stderr.decode(errors='replace').strip()}")
+    return home
+
+
+def test_a_run_in_a_read_only_home_searches_without_its_cache_and_writes_nothing(home):
+    args = ("run", "bm25", "--index", "docs", "-q", "honey bees", "--json", "--top", "3")
+    first = tessera(home, *args)
+    assert first.returncode == 0, first.stderr
+    assert (home / "cache" / "index.sqlite").is_file()
+    before = files_of(home)
+    done = tessera(home, *args, read_only=True)
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if "cannot be written" in line]
+    assert said == [f"tessera: warning: the step cache {home / 'cache'} cannot be written (a read-only file "
+                    "system): the run goes on without it, nothing read from it or stored; pass --cache-dir DIR for "
+                    "a folder this user can write, or --no-cache"], done.stderr
+    assert json.loads(done.stdout)["rows"] == json.loads(first.stdout)["rows"]
+    assert files_of(home) == before
+
+
+def test_the_summary_of_such_a_run_says_the_cache_is_off(home):
+    done = tessera(home, "run", "bm25", "--index", "docs", "-q", "honey bees", "--top", "1", read_only=True)
+    assert done.returncode == 0, done.stderr
+    assert "cache off" in done.stdout.splitlines()[-1], done.stdout
+
+
+def test_clearing_or_pruning_a_read_only_cache_is_one_line_and_removes_nothing(home):
+    assert tessera(home, "run", "bm25", "--index", "docs", "-q", "honey bees").returncode == 0
+    before = files_of(home)
+    for args, said in ((("cache", "clear"), "nothing was deleted"),
+                       (("cache", "prune", "--older-than", "0"), "nothing was removed")):
+        done = tessera(home, *args, read_only=True)
+        assert done.returncode == 2, done.stderr  # clear was an internal error (an OSError half-way)
+        assert done.stderr.strip().splitlines() == [
+            f"tessera: error: field '--cache-dir': cannot {args[1]} {home / 'cache'}: it cannot be written (a "
+            f"read-only file system); {said}"], done.stderr
+    assert files_of(home) == before
