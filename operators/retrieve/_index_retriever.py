@@ -217,9 +217,12 @@ class IndexRetriever(Operator):
         return identity
 
     def index_identity(self) -> dict[str, Any] | None:
-        """Resolved path, manifest generation, creation and last commit time: a changed index is a new cache key.
-        A folder copied back (a backup restored) keeps its generation and creation time, and then commits the same
-        generation as another history did: the commit time tells them apart."""
+        """Manifest generation, creation and last commit time: a changed index is a new cache key. A folder copied
+        back (a backup restored) keeps its generation and creation time, and then commits the same generation as
+        another history did: the commit time tells them apart; and its shards' write tokens (random, one per shard
+        written). Not its path: an index copied, moved or renamed (a ``$TESSERA_HOME`` moved whole) holds the same
+        rows, and its cached searches missed every one; two folders alike in all of these are copies of one index.
+        An index that cannot be read is keyed by its path."""
         if not self.params.index:
             return None
         from operators.store import IndexStoreError, resolve_index
@@ -229,8 +232,11 @@ class IndexRetriever(Operator):
             manifest = shared_index(path).manifest
         except IndexStoreError:
             return {"path": str(path), "generation": None}
-        return {"path": str(path.resolve()), "generation": manifest.generation, "created_at": manifest.created_at,
-                "updated_at": manifest.updated_at}
+        import hashlib
+
+        shards = hashlib.sha256(" ".join(f"{s.id}:{s.token}" for s in manifest.shards).encode()).hexdigest()[:16]
+        return {"generation": manifest.generation, "created_at": manifest.created_at, "updated_at": manifest.updated_at,
+                "shards": shards}
 
     # -- lifecycle ----------------------------------------------------------------
 
