@@ -281,12 +281,15 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
     from filelock import FileLock, Timeout
 
     folder = onnx_cache_dir(path)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(folder.parent / f".{folder.name}.lock")
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(folder.parent / f".{folder.name}.lock")
         lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         return None  # another process exports it: this one's queries go on through torch
+    except OSError:  # a models folder this process cannot write (a read-only $TESSERA_HOME): said once, not per step
+        _TRIED.add(str(folder))
+        raise
     try:
         if (folder / "model.onnx").is_file():
             return None  # made meanwhile by the process that held the lock

@@ -86,3 +86,25 @@ def test_clearing_or_pruning_a_read_only_cache_is_one_line_and_removes_nothing(h
             f"tessera: error: field '--cache-dir': cannot {args[1]} {home / 'cache'}: it cannot be written (a "
             f"read-only file system); {said}"], done.stderr
     assert files_of(home) == before
+
+
+EXPORT_TWICE = """
+import logging
+logging.basicConfig(format="%(levelname)s %(message)s")
+from operators.models.onnx_query_encoder import export_query_encoder
+print(export_query_encoder("all-MiniLM-L6-v2"), export_query_encoder("all-MiniLM-L6-v2"))
+"""
+
+
+def test_a_query_encoder_export_a_read_only_home_refuses_is_said_once(home):
+    """A dense search in such a home exports its query encoder into ``$TESSERA_HOME/models``, which fails: the
+    warning came once per step that asked (twice in a ``hybrid`` run), as the export was tried again."""
+    command = ["unshare", "-m", "sh", "-c", READ_ONLY, str(home), sys.executable, "-c", EXPORT_TWICE]
+    env = {**os.environ, "TESSERA_HOME": str(home), "PYTHONPATH": str(REPO), "TESSERA_QUERY_ENCODER": "auto"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "None"]
+    said = [line for line in done.stderr.splitlines() if "could not export" in line]
+    assert said == ["WARNING could not export 'all-MiniLM-L6-v2' to ONNX for the query fast path: [Errno 30] "
+                    f"Read-only file system: '{home / 'models'}'"], done.stderr
+    assert not (home / "models").exists()
