@@ -12,9 +12,18 @@ from pathlib import Path
 from operators.home import tessera_home
 
 
-def default_task_store_url() -> str:
-    """The SQLAlchemy URL of ``$TESSERA_HOME/tasks.db`` (absolute; ``TESSERA_HOME`` is read now, not at import)."""
-    return f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+def default_task_store_url(home: str | Path | None = None) -> str:
+    """The SQLAlchemy URL of ``$TESSERA_HOME/tasks.db`` (absolute; ``TESSERA_HOME`` is read now, not at import), or
+    of ``home``'s: an application's own ``TESSERA_HOME`` (its ``runtime_env``), which the service will use."""
+    folder = Path(home).expanduser() if home else tessera_home()
+    return f"sqlite:///{(folder / 'tasks.db').resolve()}"
+
+
+def app_home(application: dict) -> str | None:
+    """The ``TESSERA_HOME`` a Serve config's application sets in its ``runtime_env.env_vars`` (the service's home,
+    where its default task store is), None where it sets none."""
+    env = ((application.get("runtime_env") or {}).get("env_vars") or {}) if isinstance(application, dict) else {}
+    return str(env["TESSERA_HOME"]) if isinstance(env, dict) and env.get("TESSERA_HOME") else None
 
 
 def absolute_task_store_url(url: str) -> str:

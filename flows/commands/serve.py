@@ -31,7 +31,8 @@ from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
 from flows.commands.serve_checks import (check_gpus, check_named_index, check_port, check_roots, check_setting_names,
-                                         check_task_stores, checked_address, home_readable_by_others)
+                                         check_task_stores, checked_address, home_readable_by_others,
+                                         home_set_by_config)
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from flows.commands.serve_store_lock import hold_task_stores
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
@@ -80,6 +81,11 @@ def handle(args: argparse.Namespace) -> int:
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
     carry_environment(config, os.environ)
     check_keys(config)
+    from operators.home import tessera_home
+
+    given_home = bool(os.environ.get("TESSERA_HOME", "").strip())
+    if note := home_set_by_config(config, tessera_home(), given_home):  # the config's wins: said, printed or not
+        print(note, file=sys.stderr)
     http = config.get("http_options") or {}
     port = int(http.get("port", 8000))
     # on another machine's cluster, these are that machine's; printing the config starts nothing
@@ -100,8 +106,6 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     # `serve run` reads a file: one per port under $TESSERA_HOME, rewritten by the next start, rather than one
     # more in /tmp each time.
-    from operators.home import tessera_home
-
     path = tessera_home() / "serve" / f"config-{port}.yaml"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -110,6 +110,25 @@ def home_readable_by_others(config: dict, home: Path) -> str | None:
             f"{see_docs('security')}")
 
 
+def home_set_by_config(config: dict, home: Path, given: bool) -> str | None:
+    """A warning when an application's ``runtime_env`` sets a ``TESSERA_HOME`` other than this shell's (``home``;
+    ``given``: set in the environment, not the default) or one that is not there: the config's wins, so a config
+    printed before the home was moved or restored elsewhere ran the service on the old home (its task store, indices
+    and uploads; made again, empty, where it had been removed) without a word. A config that sets its own home,
+    started from a shell that sets none, is taken as meant."""
+    from flows.task_store_url import app_home
+
+    for application in config.get("applications") or []:
+        own = app_home(application)
+        there = bool(own) and Path(own).expanduser().exists()
+        if own and Path(own).expanduser().resolve() != home.resolve() and (given or not there):
+            gone = "" if there else " (not there: the service will make it, empty)"
+            return (f"tessera serve: warning: application '{application.get('name')}' sets TESSERA_HOME={own} in "
+                    f"its runtime_env{gone}; the service reads and writes there (task store, indices, uploads), "
+                    f"not in this shell's TESSERA_HOME={home}: remove that line from the config to use {home}")
+    return None
+
+
 def checked_address(address: str | None) -> str | None:
     """``address`` as given, once ``flows.executors.ray_address`` found that Ray can join it (``RAY_ADDRESS`` when
     it is None); a ``RayAddressError`` naming the setting otherwise, a cluster that refuses this process's token
@@ -195,14 +214,15 @@ def check_task_stores(config: dict) -> None:
     api deployment retrying forever; a database server that refuses, drops packets or rejects the login would
     fail the build only after Ray and Serve had started."""
     from flows.task_store_check import task_store_problem
-    from flows.task_store_url import default_task_store_url
+    from flows.task_store_url import app_home, default_task_store_url
 
     for application in config.get("applications") or []:
         service = (application.get("args") or {}).get("service")
         if service is None:
             continue
         given = bool(service.get("task_store"))
-        problem = task_store_problem(str(service.get("task_store") or default_task_store_url()), default=not given)
+        default = default_task_store_url(app_home(application))  # the app's home: the config's, else this shell's
+        problem = task_store_problem(str(service.get("task_store") or default), default=not given)
         if problem:
             raise CliError(problem, field="args.service.task_store" if given else "TESSERA_HOME")
 

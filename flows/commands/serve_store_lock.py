@@ -21,9 +21,13 @@ from flows.commands._support import CliError
 SQLITE = "sqlite:///"
 
 
-def sqlite_stores(config: dict[str, Any], default_url: str) -> list[Path]:
-    """The SQLite files of the config's task stores (``args.service.task_store``, else ``default_url``)."""
-    urls = [str((application.get("args") or {})["service"].get("task_store") or default_url)
+def sqlite_stores(config: dict[str, Any]) -> list[Path]:
+    """The SQLite files of the config's task stores (``args.service.task_store``, else ``tasks.db`` in the
+    application's ``TESSERA_HOME``: its ``runtime_env``'s, else this process's)."""
+    from flows.task_store_url import app_home, default_task_store_url
+
+    urls = [str((application.get("args") or {})["service"].get("task_store")
+                or default_task_store_url(app_home(application)))
             for application in config.get("applications") or []
             if (application.get("args") or {}).get("service") is not None]
     return list(dict.fromkeys(Path(url[len(SQLITE):]) for url in urls if url.startswith(SQLITE)))
@@ -32,10 +36,8 @@ def sqlite_stores(config: dict[str, Any], default_url: str) -> list[Path]:
 def hold_task_stores(config: dict[str, Any]) -> list[IO[str]]:
     """Lock each SQLite task store of ``config`` for this process (keep what it returns open while the service
     runs), or refuse, naming the process that holds one."""
-    from flows.task_store_url import default_task_store_url
-
     held = []
-    for store in sqlite_stores(config, default_task_store_url()):
+    for store in sqlite_stores(config):
         lock = open(f"{store}.serve.lock", "a+", encoding="utf-8")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
