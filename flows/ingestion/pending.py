@@ -38,10 +38,12 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     """One record per source whose planned shards are not all committed: ``source``, ``shards_planned`` (None
     when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending``, ``resume`` and
     ``refused`` (``shard``, ``field``, ``reason`` and ``advice`` when the index refused the last run's commit:
-    ``flows.ingestion.refused``; else None), and ``syncing`` (a sync of the source, ``flows.ingestion.resync``, is
-    unfinished: the documents it no longer has are still in the index)."""
+    ``flows.ingestion.refused``; else None), ``syncing`` (a sync of the source, ``flows.ingestion.resync``, is
+    unfinished: the documents it no longer has are still in the index) and ``running`` (an ingest holds the index's
+    lock now: ``running.held``; None where that cannot be asked)."""
     from flows.ingestion import refused
     from flows.ingestion.ledger import finished_shards
+    from flows.ingestion.running import held
     from operators.store import Index
 
     folders = staged_sources(index_path)
@@ -49,6 +51,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
         return []
     index = Index.open(index_path)
     finished = finished_shards(index)
+    running = held(index.path)
     found = []
     for folder in folders:
         state = read_json_or_none(folder / STATE_FILE)
@@ -73,6 +76,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
                                         read_json_or_none(folder / "job.json")),
             "refused": refusal,
             "syncing": syncing,
+            "running": running,
         })
     return found
 
@@ -226,4 +230,10 @@ def describe(record: dict[str, Any]) -> str:
     if refusal:
         return (f"unfinished {what} of {source} ({done}; refused: {refusal['reason']}; {refusal['advice']}); "
                 f"then: {record['resume']}")
-    return f"unfinished {what} of {source} ({done}; interrupted, or still running); resume: {record['resume']}"
+    running = record.get("running")
+    if running is None:  # (a record of before the question, or a lock file it may not open)
+        return f"unfinished {what} of {source} ({done}; interrupted, or still running); resume: {record['resume']}"
+    if running:
+        return (f"unfinished {what} of {source} ({done}; still running: an ingest holds the index's lock now); if it "
+                f"stops, resume: {record['resume']}")
+    return f"unfinished {what} of {source} ({done}; interrupted: no ingest runs on it); resume: {record['resume']}"

@@ -107,6 +107,29 @@ def idle(index_path: str | Path, wait_s: float = 0.0) -> Iterator[bool]:
         os.close(fd)
 
 
+def held(index_path: str | Path) -> bool | None:
+    """Whether a live ingest runs on the index now (holds its ``running.lock``): False where none does (no lock file,
+    or a free one: a run that was killed, or a folder copied while a run wrote it), None where this cannot be asked
+    (a file it may not open). Makes and removes nothing: only a sweep (``idle``) removes a stale lock file. The
+    exclusive lock it tries is given up at once; a run that starts meanwhile waits that long for its shared one."""
+    path = Path(index_path) / STAGING_DIR / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # gives the lock up, if it was taken
+    return False
+
+
 def sweep(index_path: str | Path, wait_s: float = 0.0) -> bool:
     """Remove a stale ``running.lock`` (its run was killed) and an empty ``_ingest/``; True when no ingest held the
     lock (within ``wait_s``), False when a live one does (then nothing is touched)."""
