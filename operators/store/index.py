@@ -81,7 +81,8 @@ class Index(IndexReads):
                 problem = settings_problem(settings or {})
                 raise IndexStoreError(problem.message, field=problem.key) from None
         check_new_index_path(path)
-        with refused_by_disk(path, "creating it"):
+        # an index there already is opened to be written (its lock taken): "creating it" misled of an ingest into it
+        with refused_by_disk(path, "opening it to write" if (path / MANIFEST).is_file() else "creating it"):
             return cls._create(path, settings)
 
     @classmethod

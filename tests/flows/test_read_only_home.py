@@ -108,3 +108,15 @@ def test_a_query_encoder_export_a_read_only_home_refuses_is_said_once(home):
     assert said == ["WARNING could not export 'all-MiniLM-L6-v2' to ONNX for the query fast path: [Errno 30] "
                     f"Read-only file system: '{home / 'models'}'"], done.stderr
     assert not (home / "models").exists()
+
+
+def test_an_ingest_into_an_index_of_a_read_only_home_is_one_line_that_does_not_say_creating(home, tmp_path):
+    source = tmp_path / "more.jsonl"
+    source.write_text('{"_id": "n1", "text": "Leafcutter ants farm a fungus."}\n')
+    done = tessera(home, "ingest", "--source", str(source), "--index", "docs", "--no-dense", read_only=True)
+    assert done.returncode == 2, done.stderr
+    index = home / "indices" / "docs"
+    assert done.stderr.strip().splitlines() == [
+        f"tessera: error: cannot write index {index} (opening it to write): the file system holding {index} is "
+        "read-only. Make it writable or give an index path where this user can write, then run the command again. "
+        "Nothing of this write was committed: the index holds what it held before"], done.stderr  # "(creating it)"
