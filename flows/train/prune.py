@@ -148,13 +148,27 @@ def _stale_export(entry: Path) -> str | None:
     if match["recipe"] != onnx_recipe_key():
         return f"made by another export recipe ({match['recipe']}; this installation's: {onnx_recipe_key()})"
     try:
-        model = Path(json.loads((entry / "source.json").read_text(encoding="utf-8"))["model"])
+        model = in_this_home(Path(json.loads((entry / "source.json").read_text(encoding="utf-8"))["model"]),
+                             entry.parent)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     named = match["model"] in (onnx_export_name(model), model.name)  # (the latter: as older Tessera named exports)
     if named and model.is_dir() and model_fingerprint(model) != match["weights"]:
         return f"of weights {model} no longer has"
     return None
+
+
+def in_this_home(model: Path, models: Path) -> Path:
+    """The model folder an export in ``models`` (``$TESSERA_HOME/models``) was made from. ``source.json`` names it
+    whole, in the home it was exported in: in a home copied or moved since, a model of the old home's ``models/``
+    is the same folder of this one's, where that is there. Judged by the old home's model (retrained there since),
+    the current export of this home's was pruned; with the old home gone, a stale one never was."""
+    parts = model.parts
+    if model.is_relative_to(models) or "models" not in parts[:-1]:
+        return model
+    below = parts[len(parts) - parts[::-1].index("models"):]  # what follows the last "models" folder
+    here = models.joinpath(*below)
+    return here if here.is_dir() else model
 
 
 def _size(folder: Path) -> int:
