@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.taskstore import TaskStore
+from serve.tasks.taskstore import TaskStore
 
 
 def interrupted_upload(home: Path) -> str:
@@ -42,7 +42,7 @@ def files_of(home: Path) -> list[str]:
 
 @pytest.mark.parametrize("how", ["interrupted", "cancelled"])
 def test_a_copied_home_cleans_up_its_own_upload_and_leaves_the_old_home_alone(tmp_path, monkeypatch, how):
-    from serve.taskrunner import INTERRUPTED, discard_leftovers, interrupted
+    from serve.tasks.taskrunner import INTERRUPTED, discard_leftovers, interrupted
 
     old, new = tmp_path / "old-home", tmp_path / "moved" / "home"
     task_id = interrupted_upload(old)
