@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from flows.cache_code import module_digests
-from flows.cache_database import SCHEMA, CacheDatabase, unwritable
+from flows.cache_database import SCHEMA, CacheDatabase, CacheUnwritable, disk_refused, unwritable
 from flows.cache_folder import MARKER, is_cache_dir, later_layout, remove_cache_files
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
@@ -62,11 +62,6 @@ class CachedUnit:
         return None if self.source is None else self.source.slice(self.start, self.count)
 
 
-def disk_refused(err: sqlite3.Error) -> bool:
-    """Whether SQLite could not write for want of room (a full disk, a file size limit) or for the disk's error."""
-    return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
-
-
 class StepCache(CacheDatabase):
     """A persistent, multi-process cache of step outputs by unit key."""
 
@@ -89,6 +84,14 @@ class StepCache(CacheDatabase):
         made = (self.root / "index.sqlite").is_file()
         return f"StepCache({str(self.root)!r}{'' if made else ': not created yet'})"
 
+    def check(self) -> None:
+        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything). A cache this
+        process may not write (``read_only``) or whose files the disk refuses to make (full, a file size limit) is
+        said once, and the run goes on without it."""
+        if not self.read_only():
+            with self._or_said():
+                self._conn()
+
     # -- units ----------------------------------------------------------------
 
     def get(self, keys: Iterable[bytes]) -> dict[bytes, CachedUnit]:
@@ -97,7 +100,11 @@ class StepCache(CacheDatabase):
             return {}
         keys = list(dict.fromkeys(keys))
         found: dict[bytes, tuple[str | None, int, int, str | None]] = {}
-        conn = self._conn()
+        try:
+            conn = self._conn()
+        except CacheUnwritable as err:  # a full disk would not let the database be made: every unit a miss
+            self._unwritable(err)
+            return {}
         for i in range(0, len(keys), 500):
             chunk = keys[i:i + 500]
             marks = ",".join("?" * len(chunk))
@@ -137,8 +144,8 @@ class StepCache(CacheDatabase):
         if not files:
             return
         self._touched.update(dict.fromkeys(files, now))
-        conn = self._conn()
         with self._or_said():
+            conn = self._conn()
             for i in range(0, len(files), 500):
                 chunk = files[i:i + 500]
                 conn.execute(f"UPDATE files SET used = ? WHERE used < ? AND file IN ({','.join('?' * len(chunk))})",
@@ -191,15 +198,18 @@ class StepCache(CacheDatabase):
 
     @contextlib.contextmanager
     def _or_said(self) -> Iterator[None]:
-        """A write the disk refuses (``disk_refused``) is said once and left out: the run goes on."""
+        """A write the disk refuses (``disk_refused``; the database it would not let be made) is said once and left
+        out: the run goes on."""
         try:
             yield
+        except CacheUnwritable as err:
+            self._unwritable(err)
         except sqlite3.OperationalError as err:
             if not disk_refused(err):
                 raise
             self._unwritable(err)
 
-    def _unwritable(self, err: OSError | sqlite3.Error) -> None:
+    def _unwritable(self, err: OSError | sqlite3.Error | CacheUnwritable) -> None:
         """Say once per cache that a step's output could not be stored: the run goes on with what it computed (a
         cache only saves work), where it stopped with pyarrow's bare ``OSError`` as an internal error."""
         if not self._said_unwritable:

@@ -8,6 +8,7 @@ step cache are one job, the units and explanations stored in it another. ``StepC
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -92,18 +93,33 @@ def unwritable(root: Path) -> str | None:
     return None
 
 
+#: The errors of a disk that refuses to make or grow a file: full, over quota, past ``ulimit -f``.
+_DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_refused(err: BaseException) -> bool:
+    """Whether a write failed for want of room (a full disk, a quota, a file size limit), or SQLite said its disk
+    failed it (``SQLITE_FULL``, ``SQLITE_IOERR``: a file size limit is an I/O error to it)."""
+    if isinstance(err, sqlite3.Error):
+        return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+    return isinstance(err, OSError) and err.errno in _DISK_REFUSED
+
+
+class CacheUnwritable(CacheError):
+    """The disk refused to make or open the cache's files (``disk_refused``): not the folder's fault, and no reason to
+    stop a run, which goes on without the cache (``StepCache`` says so once)."""
+
+    def __init__(self, root: Path, err: BaseException):
+        self.strerror = getattr(err, "strerror", None) or str(err)
+        super().__init__(f"cache directory {root}: {self.strerror}", field="cache_dir")
+
+
 class CacheDatabase:
     """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root``, ``_local`` and
     ``_off``)."""
 
     root: Path
     _off: str | None
-
-    def check(self) -> None:
-        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything); a cache this
-        process may not write (``read_only``) is said once and left off instead."""
-        if not self.read_only():
-            self._conn()
 
     def read_only(self) -> str | None:
         """Why this process cannot write the cache (a read-only file system: a backup mounted so; a folder this user
@@ -150,7 +166,7 @@ class CacheDatabase:
         try:
             yield
         except CacheError as err:
-            if self.root != default_cache_dir():
+            if self.root != default_cache_dir() or isinstance(err, CacheUnwritable):
                 raise
             raise CacheError(f"the default step cache {self.root} ($TESSERA_HOME/cache, TESSERA_HOME="
                              f"{tessera_home()}) cannot be used: {err.message}; set TESSERA_HOME to a folder you "
@@ -175,13 +191,15 @@ class CacheDatabase:
             (root / "data").mkdir(parents=True, exist_ok=True)
             write_marker(root)
             return _connect_when_free(root / "index.sqlite")
-        except sqlite3.OperationalError as err:  # a lock held past the wait, a disk error: not the file's fault
-            raise CacheError(f"cache directory {root}: {root / 'index.sqlite'} could not be opened ({err})",
-                             field="cache_dir") from None
-        except sqlite3.DatabaseError as err:
-            raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
-                             "give another --cache-dir", field="cache_dir") from None
-        except OSError as err:
+        except (sqlite3.DatabaseError, OSError) as err:
+            if disk_refused(err):  # the disk's doing, not the file's: "move it away" would have lost a good cache
+                raise CacheUnwritable(root, err) from None
+            if isinstance(err, sqlite3.OperationalError):  # a lock held past the wait: not the file's fault either
+                raise CacheError(f"cache directory {root}: {root / 'index.sqlite'} could not be opened ({err})",
+                                 field="cache_dir") from None
+            if isinstance(err, sqlite3.DatabaseError):
+                raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
+                                 "give another --cache-dir", field="cache_dir") from None
             where = f"{err.filename}: " if err.filename else ""
             raise CacheError(f"cache directory {root}: {where}{err.strerror or err}", field="cache_dir") from None
 

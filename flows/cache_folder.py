@@ -28,22 +28,32 @@ OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "in
 
 
 def holds_other_files(root: Path) -> bool:
-    """Whether the folder ``root`` holds anything the cache did not write (a marker being written is the cache's)."""
+    """Whether the folder ``root`` holds anything the cache did not write (the marker being written whole, under its
+    temporary name, is the cache's: a run starting beside it took the folder for someone's)."""
     return any(e.name not in (*OWN_FILES, "data") and replaced_by(e.name) != MARKER for e in os.scandir(root))
 
 
 def write_marker(root: Path) -> None:
-    """Mark ``root`` as a step cache (once; an existing marker is kept). Written whole, since another process
-    opening the same new cache reads it (``later_layout``) at any moment."""
-    if not (root / MARKER).exists():
-        write_text(root / MARKER, json.dumps({"tessera": "step cache", "layout": LAYOUT}) + "\n")
+    """Mark ``root`` as a step cache (once; an existing marker is kept), whole or not at all: a full disk had left an
+    empty marker, which every later run refused as unreadable. An empty one (so left) is written again."""
+    marker = root / MARKER
+    if not marker.exists() or _cut_off(marker):
+        write_text(marker, json.dumps({"tessera": "step cache", "layout": LAYOUT}) + "\n")
+
+
+def _cut_off(marker: Path) -> bool:
+    """Whether ``marker`` is an empty file: one whose write a full disk stopped (before markers were written whole)."""
+    with contextlib.suppress(OSError):
+        return marker.is_file() and marker.stat().st_size == 0
+    return False
 
 
 def later_layout(root: Path) -> str | None:
     """Why this release cannot use the cache at ``root`` (its marker names another layout), or None (also where
     ``root`` is no folder: what else is wrong there is its caller's to say)."""
     try:
-        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+        text = (root / MARKER).read_text(encoding="utf-8")
+        marker = json.loads(text) if text else {"layout": LAYOUT}  # empty: cut off by a full disk (``write_marker``)
     except (FileNotFoundError, NotADirectoryError):
         return None  # a new folder, or a cache from before markers (layout 1)
     except (OSError, ValueError) as err:

@@ -6,6 +6,7 @@ file size limit (``RLIMIT_FSIZE``, in a child process) on a real cache."""
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 
@@ -38,6 +39,33 @@ def test_a_cache_the_disk_refuses_leaves_the_run_whole_and_says_so(bm25_index, t
     assert result == {"same": True, "rows": result["rows"]} and result["rows"] > 0
     assert done.stderr.count(f"the step cache {cache} could not store a step's output") == 1, done.stderr
     assert not list((cache / "data").glob("*.tmp"))
+
+
+def _no_file_may_grow() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # every write of a byte: EFBIG
+
+
+@pytest.mark.process
+def test_a_cache_the_disk_will_not_let_be_made_leaves_the_run_whole_and_the_folder_usable(bm25_index, tmp_path):
+    """A new cache folder on a full disk: the run prints its results, exit 0, one warning naming the folder; the
+    next run, with room, makes the cache and the one after hits it. Before, the run stopped (exit 2, ``cache
+    directory ...: File too large``; on a tmpfs, ``index.sqlite is not a step cache database (disk I/O error): move it
+    away``) and left an empty marker that every later run refused ("its marker ... cannot be read")."""
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "flows", "run", "bm25", "--index", str(bm25_index), "--queries", "honey bees",
+               "--cache-dir", str(cache), "--executor", "local", "--quiet"]
+    env = {**_env(), "TESSERA_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+    full = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, preexec_fn=_no_file_may_grow)
+    assert full.returncode == 0, full.stderr
+    assert "bm25: " in full.stdout and "cache hit ratio 0%" in full.stdout
+    said = [line for line in full.stderr.splitlines() if line.startswith("tessera:")]
+    assert said == [f"tessera: warning: the step cache {cache} could not store a step's output (File too large): the "
+                    "run goes on, and what could not be stored is computed again next time; free space there, or run "
+                    "with --no-cache"], full.stderr
+    for hits in ("0%", "100%"):  # room again: the same folder is made a cache, then hit
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0 and "tessera:" not in done.stderr, done.stderr
+        assert f"cache hit ratio {hits}" in done.stdout, done.stdout
 
 
 def _env() -> dict[str, str]:
