@@ -143,6 +143,22 @@ def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
                     kind="server_error", code=code)
 
 
+def insufficient_storage(what: str, err: BaseException) -> ApiError | None:
+    """The 507 of a request whose write the server's disk refused (``serve.disk_full``); None for any other failure.
+    The log names the error, with its file, for the operator; the client, what could not be written."""
+    from serve.disk_full import refused_write
+
+    if (refused := refused_write(err)) is None:
+        return None
+    where, cause = refused
+    log.warning("request %s: %s: %s could not be written (%s): the disk refused it; answered 507", request_id(),
+                what, where, cause)
+    return ApiError(507, f"{what}: {where} could not be written (the server's disk is full, or at a quota or file "
+                    "size limit): nothing of this request was stored, and what was stored before is as it was; send it "
+                    "again once the service's operator has freed space", kind="server_error",
+                    code="insufficient_storage")
+
+
 #: The Retry-After of a model deployment that has no replica to answer now: Serve starts another (a killed one was
 #: back in about 20 s here, loading MiniLM on 2 busy cores).
 UNAVAILABLE_RETRY_AFTER_S = 10
@@ -217,7 +233,8 @@ class ErrorGuard(HttpMiddleware):
         except Exception as err:  # noqa: BLE001  (anything unexpected: logged, answered without details)
             if tracked.started:  # too late for an error body; the server closes the connection
                 raise
-            failure = server_error(f"{scope.get('method', '')} {scope.get('path', '')}", err, code="internal_error")
+            what = f"{scope.get('method', '')} {scope.get('path', '')}"
+            failure = insufficient_storage(what, err) or server_error(what, err, code="internal_error")
             await error_response(failure.status, failure.message, kind=failure.kind, code=failure.code)(
                 scope, receive, send)
         finally:

@@ -1,0 +1,80 @@
+"""Requests that the server's disk refuses to store (here a file size limit, ``RLIMIT_FSIZE`` 0, which fails every
+write with EFBIG as a full disk fails it with ENOSPC): a task enqueued, a chat started, a task deleted, a flow saved,
+documents uploaded. Each is a 507 ``insufficient_storage`` naming what could not be written, not a 500
+``internal_error``; the upload's file is removed and no index is made; the task stored before stays readable, and the
+service answers as before once the disk takes writes again. The service's app (``serve.api.app``) in a child process
+of its own (the limit is per process), with a real SQLite task store; no Ray (nothing gets as far as running)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import json, os, resource, sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+home = root / "home"
+(home / "indices" / "news").mkdir(parents=True)
+(home / "indices" / "news" / "manifest.json").write_text("{}")
+os.environ["TESSERA_HOME"] = str(home)
+from fastapi.testclient import TestClient
+
+from serve.api import app
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{root / 'tasks.db'}")
+service = Service(resolve(args, environ={}), [], "tessera")
+service.warming.join(timeout=120)
+task = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
+rows = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees.", "score": 1.0, "rank": 1}]
+service.store.finish(task, "finished", result={"data": rows, "result_description": {}, "aggregated_data": {},
+                                               "metadata": {}})
+client = TestClient(app, raise_server_exceptions=False)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no file may take a byte more
+answers = {
+    "enqueue": client.post("/task/enqueue", json={"flow": "bm25", "queries": ["honey"]}),
+    "chat": client.get("/task/chat/new", params={"task_id": task, "model": "local"}),
+    "delete": client.delete(f"/task/{task}"),
+    "flow": client.put("/flows/mine", json={"steps": {"bm25": {"op": "retrieve.bm25"}}}),
+    "upload": client.post("/v1/indices/up/documents", json={"documents": [{"id": "a", "text": "hello " * 2000}]}),
+}
+said = {name: {"status": r.status_code, "body": r.json()} for name, r in answers.items()}
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+after = client.get(f"/task/progress/{task}").json()
+saved = client.put("/flows/mine", json={"steps": {"bm25": {"op": "retrieve.bm25"}}}).status_code
+print(json.dumps({"said": said, "after": after, "saved": saved, "task": task}))
+service.close()
+"""
+
+
+def test_writes_the_disk_refuses_are_507s_and_lose_nothing(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, answer in out["said"].items():
+        error = answer["body"]["error"]
+        assert (answer["status"], error["code"], error["type"]) == (507, "insufficient_storage", "server_error"), \
+            (name, answer)
+        assert "could not be written (the server's disk is full, or at a quota or file size limit)" \
+            in error["message"], error
+        assert "nothing of this request was stored" in error["message"] and str(tmp_path) not in error["message"]
+    assert "the task store could not be written" in out["said"]["enqueue"]["body"]["error"]["message"]
+    assert "a file of the service could not be written" in out["said"]["upload"]["body"]["error"]["message"]
+    assert "Traceback" not in done.stdout
+    assert out["after"]["status"] == "finished" and out["after"]["result"]["data"][0]["docno"] == "bees#0"
+    assert out["saved"] == 201  # the disk takes writes again: the same request succeeds
+    home = tmp_path / "home"
+    assert not list((home / "uploads").rglob("*.jsonl")) and not (home / "indices" / "up").exists()
