@@ -16,7 +16,7 @@ from typing import Any
 from flows.bench import answers, indices, metrics, outputs, runs, significance, tracking
 from flows.bench.console import BenchReporter
 from flows.bench.dataset import SAME_IDS, Dataset, load_dataset, shown_ids
-from flows.bench.errors import BenchError
+from flows.bench.errors import BenchError, writing_out
 from flows.bench.flowdefs import BenchFlow, refuse_no_ranking, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
 from flows.cache_code import code_identity
@@ -100,10 +100,11 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     result = BenchResult(options=options, dataset=dataset, ks=ks, baselines=baselines, flows=flow_runs,
                          per_query=per_query, summaries=summaries, comparisons=comparisons, warnings=warnings)
     result.seconds = time.perf_counter() - started
-    result.files.update(outputs.write_all(result, out))
     from flows.bench import report
 
-    result.files.update(report.write_report(result, out))
+    with writing_out(out, "the metrics and the report"):
+        result.files.update(outputs.write_all(result, out))
+        result.files.update(report.write_report(result, out))
     if tracker is not None:
         where = tracking.log_benchmark(result, tracker)
         if options.mlflow_uri is None and options.out_shown:  # the default store, copied up with the rest
@@ -237,10 +238,13 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         hits = result.cache_hit_ratio
         degraded = {str(qid): str(meta["degraded"].get("reason", meta["degraded"])) for qid, meta in
                     result.metadata.items() if isinstance(meta, dict) and isinstance(meta.get("degraded"), dict)}
-        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded, result.uncached_steps)
+        with writing_out(cache.root.parent, f"the run of flow '{flow.name}'"):
+            stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded,
+                                result.uncached_steps)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{stored.from_step_cache}, {table.num_rows} "
                                           f"results -> {options.shown(stored.path)}")
-    stored.write_trec()  # a cached run from before .trec files were written gets one too
+    with writing_out(cache.root.parent, f"the TREC run of flow '{flow.name}'"):
+        stored.write_trec()  # a cached run from before .trec files were written gets one too
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,
                    short_queries=short, fewest_results=fewest, spec=spec_json,

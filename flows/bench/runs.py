@@ -128,9 +128,13 @@ class RunCache:
         if degraded:
             meta["tessera.bench.degraded"] = json.dumps(degraded, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
-        path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
-        os.replace(tmp, path)
+        try:
+            pq.write_table(table.replace_schema_metadata(meta), tmp)
+            path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
+            os.replace(tmp, path)
+        except BaseException:  # a full disk, Ctrl-C: no half-written file left to take space
+            tmp.unlink(missing_ok=True)
+            raise
         stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}),
                            step_cache_hits=step_cache_hits, degraded=dict(degraded or {}), uncached=uncached)
         stored.write_trec()
