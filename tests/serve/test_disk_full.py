@@ -18,6 +18,7 @@ import pytest
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
 
 SCRIPT = """
 import json, os, resource, sys
@@ -78,3 +79,44 @@ def test_writes_the_disk_refuses_are_507s_and_lose_nothing(tmp_path):
     assert out["saved"] == 201  # the disk takes writes again: the same request succeeds
     home = tmp_path / "home"
     assert not list((home / "uploads").rglob("*.jsonl")) and not (home / "indices" / "up").exists()
+
+
+RESULT_SCRIPT = """
+import json, os, resource, sys
+from pathlib import Path
+
+root, corpus = Path(sys.argv[1]), sys.argv[2]
+os.environ["TESSERA_HOME"] = str(root / "home")
+from flows.api import ingest
+from serve.taskrunner import run_to_end
+from serve.taskstore import TaskStore
+
+index = str(root / "idx")
+ingest(corpus, index, settings={"dense": False}, executor="local", progress=False)
+
+store = TaskStore(f"sqlite:///{root / 'tasks.db'}")
+spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": index, "k": 1000}}}}
+words = ["history", "music", "war", "science", "art", "city", "river", "people", "world", "king", "water", "language"]
+queries = [{"qid": str(i), "query": word} for i, word in enumerate(words)]
+task = store.create_task("local", "mine", spec, queries, ["bm25"])
+grown = max(os.path.getsize(p) for p in root.glob("tasks.db*"))
+# room for the task's progress and its failure (a few pages each), not for a result of thousands of passages
+resource.setrlimit(resource.RLIMIT_FSIZE, (grown + 64 * 1024, resource.RLIM_INFINITY))
+ended = run_to_end(store, task, 100000)
+row = store.task(task, None)
+print(json.dumps({"ended": ended, "status": row["status"], "error": row["error"], "log": row["log"][-1]}))
+"""
+
+
+def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
+    """A task whose result the task store's disk will not take fails with one line saying so (its worker goes on to
+    the next task); before, its error was SQLAlchemy's ``OperationalError: (sqlite3.OperationalError) database or disk
+    is full (Background on this error at: https://sqlalche.me/e/...)``, or ``disk I/O error``."""
+    done = subprocess.run([sys.executable, "-c", RESULT_SCRIPT, str(tmp_path), str(SAMPLE)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    said = ("the result could not be stored: the task store could not be written (the server's disk is full, or at a "
+            "quota or file size limit); run the task again once the service's operator has freed space")
+    assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
