@@ -184,6 +184,10 @@ async def _ask(chat_id: str, request: Request, message: str, stream: bool) -> An
             raise ApiError(409, "another message of this chat was answered while this one was, so this answer did "
                            "not know that turn and is not kept: send one message at a time, this one again",
                            param="chat_id", code="chat_busy") from None
+        except Exception as err:  # a full disk: a 507 saying so, also a streamed answer's last event (not a cut stream)
+            if (full := errors.insufficient_storage(f"{request.method} {request.url.path}", err)) is None:
+                raise
+            raise full from None
         if not kept:
             raise chat_gone()  # deleted with its task while the answer was written: nowhere to keep it
         return {"chat_id": chat_id, **reply}

@@ -120,3 +120,62 @@ def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
     said = ("the result could not be stored: the task store could not be written (the server's disk is full, or at a "
             "quota or file size limit); run the task again once the service's operator has freed space")
     assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
+
+
+CHAT_SCRIPT = """
+import json, os, resource, sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+home = root / "home"
+(home / "indices" / "news").mkdir(parents=True)
+(home / "indices" / "news" / "manifest.json").write_text("{}")
+os.environ["TESSERA_HOME"] = str(home)
+from fastapi.testclient import TestClient
+
+from operators.llm.testing import KEY_ENV, FaultServer
+from serve.api import app
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+from tests.serve.conftest import finished_search
+
+with FaultServer(reply="Honey bees make it [1].") as server:
+    os.environ["TESSERA_MODELS"] = str(server.models_file(root / "models.yaml"))
+    os.environ[KEY_ENV] = "sk-fault-test"
+    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{root / 'tasks.db'}")
+    service = Service(resolve(args, environ={}), [], "tessera")
+    service.warming.join(timeout=120)
+    client = TestClient(app, raise_server_exceptions=False)
+    task = finished_search(service)
+    chat = client.get("/task/chat/new", params={"task_id": task, "model": "fault-ok"}).text
+    asked = client.get(f"/task/chat/{chat}", params={"message": "Which insects make honey?"})  # litellm's imports
+    assert asked.status_code == 200, asked.text
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no file may take a byte more
+    streamed = client.get(f"/task/chat/{chat}", params={"message": "And wasps?", "stream": True})
+    plain = client.get(f"/task/chat/{chat}", params={"message": "And ants?"})
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    kept = client.get(f"/task/{task}/chats").json()
+    print(json.dumps({"streamed": [streamed.status_code, streamed.text], "plain": [plain.status_code, plain.json()],
+                      "kept": kept}))
+    service.close()
+"""
+
+
+def test_a_chat_turn_the_disk_refuses_ends_a_streamed_answer_with_a_507_event(tmp_path):
+    """The model answered, and the turn could not be kept: a streamed answer ends with the 507 as its last event
+    (before, the stream was cut without one: the escaped OperationalError closed the connection mid-answer), an
+    answer asked without ``stream`` is the 507; the chat keeps its earlier turn only."""
+    done = subprocess.run([sys.executable, "-c", CHAT_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    status, text = out["streamed"]
+    events = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
+    assert status == 200 and events, text  # the headers went before the answer was written
+    last = json.loads(events[-1])
+    assert last["error"]["code"] == "insufficient_storage", text
+    assert "the task store could not be written" in last["error"]["message"]
+    assert out["plain"][0] == 507 and out["plain"][1]["error"]["code"] == "insufficient_storage", out["plain"]
+    (chat,) = out["kept"]["chats"]
+    assert [m["content"] for m in chat["messages"] if m["role"] == "user"] == ["Which insects make honey?"], chat
