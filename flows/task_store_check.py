@@ -8,6 +8,7 @@ service imports this, not the other way round.
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -42,6 +43,17 @@ def driver_error(err: BaseException, limit: int | None = None) -> str:
     """A database error as one line, ``Type: message``, of the driver's own error when SQLAlchemy wrapped it."""
     cause = getattr(err, "orig", None) or err
     return one_line(f"{type(cause).__name__}: {cause}", limit)
+
+
+def disk_refused(err: BaseException) -> bool:
+    """Whether the store's disk refused a write (full, over quota, at a file size limit: SQLite's ``SQLITE_FULL``
+    and ``SQLITE_IOERR``, PostgreSQL's ``disk_full``), not the store or its URL: ``err`` as SQLAlchemy wraps it."""
+    cause = getattr(err, "orig", None) or err
+    if isinstance(cause, sqlite3.Error):
+        return str(getattr(cause, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+    if isinstance(cause, OSError):
+        return cause.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return getattr(cause, "sqlstate", None) == "53100"
 
 
 def task_store_problem(url: str, *, default: bool = False) -> str | None:

@@ -10,6 +10,7 @@ within ``REVOCATION_CACHE_S``. The command finds the store and the keys as ``tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import getpass
 import os
@@ -18,6 +19,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from flows.commands._support import EXIT_OK, CliError, print_json
 from operators.api_keys import KEYS_ENV, env_keys, env_keys_problem, key_hash
@@ -106,7 +108,7 @@ def open_store(url: str):
     import sqlalchemy as sa
 
     from flows.key_revocations import make_table
-    from flows.task_store_check import connect_args, driver_error, shown_url
+    from flows.task_store_check import connect_args, disk_refused, driver_error, shown_url
     from operators.home import tessera_home
 
     parsed = sa.engine.make_url(url)
@@ -119,9 +121,36 @@ def open_store(url: str):
         engine = sa.create_engine(url, connect_args={"timeout": 30} if sqlite else connect_args(parsed))
         make_table(engine)
     except (OSError, ImportError, sa.exc.SQLAlchemyError) as err:
+        if disk_refused(err):  # the disk's doing, not the config's
+            raise full_store(url, err) from None
         raise CliError(f"the task store {shown_url(url)} cannot be opened ({driver_error(err)})",
                        field="--config") from None
     return engine
+
+
+def full_store(url: str, err: BaseException) -> CliError:
+    """The error of a revocation the task store's disk refused (full, a quota, ``ulimit -f``): it names the store and
+    says nothing changed, where it was an internal error (``OperationalError: ... disk I/O error``), or blamed
+    ``--config`` when the store could not even be opened."""
+    from flows.task_store_check import driver_error, shown_url
+
+    return CliError(f"the task store {shown_url(url)} could not be written ({driver_error(err)}): its disk is full, or "
+                    "at a quota or file size limit; nothing was changed: free space there, then run the command again")
+
+
+@contextlib.contextmanager
+def writing(url: str) -> Iterator[None]:
+    """A write to the task store at ``url`` whose disk refuses it raises ``full_store``'s error."""
+    import sqlalchemy as sa
+
+    from flows.task_store_check import disk_refused
+
+    try:
+        yield
+    except (OSError, sa.exc.SQLAlchemyError) as err:
+        if not disk_refused(err):
+            raise
+        raise full_store(url, err) from None
 
 
 def who() -> str:
@@ -145,7 +174,8 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     changed, lines = False, []
     for key in named:
         engine = open_store(key.store)
-        row = revoke(engine, key.sha256, key.id, who())
+        with writing(key.store):
+            row = revoke(engine, key.sha256, key.id, who())
         with engine.connect() as conn:
             revoked, before = revoked_hashes(conn), None if row else revocation(conn, key.sha256)
         engine.dispose()
@@ -172,7 +202,8 @@ def _cmd_unrevoke(args: argparse.Namespace) -> int:
     changed, lines = False, []
     for key in named:
         engine = open_store(key.store)
-        done = unrevoke(engine, key.sha256)
+        with writing(key.store):
+            done = unrevoke(engine, key.sha256)
         engine.dispose()
         changed |= done
         lines.append(f"key '{key.id}' is let in again by every replica within {REVOCATION_CACHE_S:g} s (task store "
