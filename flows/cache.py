@@ -276,7 +276,11 @@ class StepCache(CacheDatabase):
         if why := unwritable(self.root):
             raise CacheError(f"cannot prune {self.root}: it cannot be written ({why}); nothing was removed",
                              field="cache_dir")
-        return prune(self._conn(), self.root / "data", max_bytes=max_bytes, older_than_s=older_than_s)
+        try:
+            conn = self._conn()
+        except CacheUnwritable:  # no room for SQLite to open it (its -shm file): the files alone, freeing the disk
+            conn = None
+        return prune(conn, self.root / "data", max_bytes=max_bytes, older_than_s=older_than_s)
 
     def clear(self) -> bool:
         """Delete what the cache wrote (never another file, never through a link); False if there was

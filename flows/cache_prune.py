@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from flows.cache_database import disk_refused
 from operators.errors import CacheError, short_repr
 
 #: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
@@ -44,10 +45,12 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * SIZE_UNITS[unit])
 
 
-def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, float]]:
-    """Every stored output file: (name, bytes, last use), least recently used first."""
+def stored_files(conn: sqlite3.Connection | None, data: Path) -> list[tuple[str, int, float]]:
+    """Every stored output file: (name, bytes, last use), least recently used first (with no database, by the
+    files' modification times)."""
     try:
-        known = {file: (size, used) for file, size, used in conn.execute("SELECT file, bytes, used FROM files")}
+        known = {} if conn is None else {file: (size, used) for file, size, used in
+                                         conn.execute("SELECT file, bytes, used FROM files")}
     except sqlite3.OperationalError:  # an older release's cache, read as it is: no table of last uses yet
         known = {}
     found = []
@@ -130,15 +133,17 @@ def nothing_pruned(max_bytes: Any, older_than_s: Any) -> dict[str, int]:
     return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0, "unfinished": 0, "calls": 0}
 
 
-def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: Any, older_than_s: Any) -> dict[str, int]:
+def prune(conn: sqlite3.Connection | None, data: Path, *, max_bytes: Any, older_than_s: Any) -> dict[str, int]:
     """Remove the files that back no unit, then those unused for ``older_than_s`` seconds, then the least recently
     used until the rest hold at most ``max_bytes``, with their units. Returns counts removed (``files``, ``units``,
-    ``bytes``) and left."""
+    ``bytes``) and left. ``conn`` None (a disk too full for SQLite to open the database): the files alone, by their
+    modification times; their entries are misses that the next run drops."""
     max_bytes, older_than_s = checked_bounds(max_bytes, older_than_s)
     files = stored_files(conn, data)
     total = sum(size for _, size, _ in files)
     cutoff = time.time() - older_than_s if older_than_s is not None else None
-    backing = {file for (file,) in conn.execute("SELECT DISTINCT file FROM units WHERE file IS NOT NULL")}
+    backing = {file for (file,) in conn.execute("SELECT DISTINCT file FROM units WHERE file IS NOT NULL")} \
+        if conn is not None else {name for name, _, _ in files}  # (with no database, none counts as an orphan)
     settled = time.time() - ORPHAN_GRACE_S  # (a put renames its file before it records the units)
     evict = [name for name, _, used in files if name not in backing and used < settled]  # backing no unit: first
     total -= sum(size for name, size, _ in files if name in evict)
@@ -148,23 +153,45 @@ def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: Any, older_than_s:
         if (cutoff is not None and used < cutoff) or (max_bytes is not None and total > max_bytes):
             evict.append(name)
             total -= size
-    units = 0
-    for i in range(0, len(evict), 500):  # forget the entries first: a unit never points at a deleted file
-        chunk = evict[i:i + 500]
-        marks = ",".join("?" * len(chunk))
-        with transaction(conn):
-            units += conn.execute(f"DELETE FROM units WHERE file IN ({marks})", chunk).rowcount
-            conn.execute(f"DELETE FROM files WHERE file IN ({marks})", chunk)
-    removed = 0
+    units, removed = 0, 0
     sizes = {name: size for name, size, _ in files}
-    for name in evict:
+    for i in range(0, len(evict) if conn is not None else 0, 500):  # entries first: none points at a gone file
+        chunk = evict[i:i + 500]
+        try:
+            units += _forget_files(conn, chunk)
+        except sqlite3.OperationalError as err:
+            if not disk_refused(err):
+                raise
+            # a full disk has no room to record the deletion, so the files go first (a unit whose file is gone is
+            # a miss, dropped when a run reads it), then their entries in the room they left: the prune that frees
+            # a full disk was an internal error ("database or disk is full") that freed nothing
+            removed += _unlink(data, chunk, sizes)
+            with contextlib.suppress(sqlite3.OperationalError):
+                units += _forget_files(conn, chunk)
+    removed += _unlink(data, evict, sizes)
+    unfinished, unfinished_bytes = remove_unfinished(data)
+    calls = remove_old_calls(conn, cutoff) if cutoff is not None and conn is not None else 0
+    return {"files": len(evict), "units": units, "bytes": removed + unfinished_bytes,
+            "files_left": len(files) - len(evict), "bytes_left": total, "unfinished": unfinished, "calls": calls}
+
+
+def _forget_files(conn: sqlite3.Connection, files: list[str]) -> int:
+    """Delete the entries of ``files`` (units and file rows) in one transaction; how many units went."""
+    marks = ",".join("?" * len(files))
+    with transaction(conn):
+        units = conn.execute(f"DELETE FROM units WHERE file IN ({marks})", files).rowcount
+        conn.execute(f"DELETE FROM files WHERE file IN ({marks})", files)
+    return units
+
+
+def _unlink(data: Path, files: list[str], sizes: dict[str, int]) -> int:
+    """Remove ``files`` from ``data`` (those already gone are skipped); the bytes freed."""
+    removed = 0
+    for name in files:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(data / name)
             removed += sizes[name]
-    unfinished, unfinished_bytes = remove_unfinished(data)
-    calls = remove_old_calls(conn, cutoff) if cutoff is not None else 0
-    return {"files": len(evict), "units": units, "bytes": removed + unfinished_bytes,
-            "files_left": len(files) - len(evict), "bytes_left": total, "unfinished": unfinished, "calls": calls}
+    return removed
 
 
 def remove_old_calls(conn: sqlite3.Connection, cutoff: float) -> int:

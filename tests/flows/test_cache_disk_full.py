@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import resource
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing, nullcontext
 
 import pytest
 
@@ -73,3 +75,35 @@ def _env() -> dict[str, str]:
 
     return {k: v for k, v in os.environ.items() if k != "TESSERA_HOME"}
 
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("held", [True, False], ids=["a-run-holds-the-database", "database-closed"])
+def test_a_prune_on_a_full_disk_frees_the_space_it_removes(bm25_index, tmp_path, held):
+    """``tessera cache prune``, what a user runs to free a full disk, could not record its deletions there and
+    stopped with ``tessera: internal error: OperationalError: database or disk is full`` (a run holding the database
+    open, so SQLite's -shm file is there) or ``cache directory ...: disk I/O error`` (none: SQLite cannot make it),
+    every file left in place. The files go first when the database cannot take the deletion, or be opened; their
+    entries are misses the next run drops."""
+    cache = tmp_path / "cache"
+    env = {**_env(), "TESSERA_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+    run = [sys.executable, "-m", "flows", "run", "bm25", "--index", str(bm25_index), "--cache-dir", str(cache),
+           "--executor", "local", "--quiet", "--queries"]
+    for query in ("classical music", "gothic architecture"):
+        assert subprocess.run([*run, query], capture_output=True, text=True, timeout=300, env=env).returncode == 0
+    assert len(list((cache / "data").glob("*.arrow"))) == 2
+    prune = [sys.executable, "-m", "flows", "cache", "prune", "--max-size", "0", "--cache-dir", str(cache)]
+    with closing(sqlite3.connect(cache / "index.sqlite")) if held else nullcontext() as conn:
+        if conn is not None:
+            conn.execute("SELECT count(*) FROM units").fetchall()
+        done = subprocess.run(prune, capture_output=True, text=True, timeout=300, env=env,
+                              preexec_fn=_no_file_may_grow)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"pruned {cache}: removed 2 file(s)"), done.stdout
+    assert list((cache / "data").glob("*.arrow")) == []
+    again = subprocess.run([*run, "classical music"], capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and "tessera:" not in again.stderr, again.stderr
+    assert "cache hit ratio 0%" in again.stdout  # its entry pointed at a removed file: a miss, stored again
+    info = subprocess.run([sys.executable, "-m", "flows", "cache", "info", "--cache-dir", str(cache), "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert json.loads(info.stdout)["files"] == 1, info.stdout
