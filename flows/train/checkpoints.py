@@ -13,6 +13,8 @@ model where the operators look for one.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -20,7 +22,7 @@ import platform
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from operators.atomic import fsync_tree, replace_folder
 from operators.stale_writes import WriterLock
@@ -150,18 +152,60 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
     with WriterLock(tmp):  # killed outright, this run leaves tmp with its lock free: tessera models prune removes it
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            started = time.perf_counter()
-            stats = save(tmp)
-            record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3),
-                      "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
-            (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
-            fsync_tree(tmp)
+            with saving_to(folder):  # a full disk: one line naming the folder, not the library's error
+                started = time.perf_counter()
+                stats = save(tmp)
+                record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3),
+                          "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
+                (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+                fsync_tree(tmp)
             if keep_previous is not None and (folder / TRAINING_FILE).is_file():
                 os.rename(folder, keep_previous)  # only once the new one is complete: a failed run keeps it in place
             replace_folder(tmp, folder)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+#: The errors of a disk that refuses a write, in words: full, over quota, past ``ulimit -f``.
+_REFUSED = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EFBIG: "a file would grow past this process's file size limit (`ulimit -f`)"}
+
+
+def _refusal(err: BaseException) -> str | None:
+    """What the disk said, where ``err`` (or an error it came from) is its refusal of a write: an ``OSError``, or a
+    library's own error that carries Rust's ``(os error 28)`` (safetensors' ``SafetensorError``); else None."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno in _REFUSED:
+            return _REFUSED[err.errno]
+        for number, said in _REFUSED.items():
+            if f"(os error {number})" in str(err):
+                return said
+        err = err.__cause__ or err.__context__
+    return None
+
+
+@contextlib.contextmanager
+def saving_to(folder: Path) -> Iterator[None]:
+    """A save into ``folder``'s temporary sibling that the disk refuses, as a ``TrainError`` naming the folder and
+    what to do: it was an internal error (``SafetensorError: Error while serializing: I/O error: No space left on
+    device (os error 28)``) that named no folder, after the whole training."""
+    from flows.train.errors import TrainError
+
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001  (only the disk's refusal is said here)
+        said = _refusal(err)
+        if said is None:
+            raise
+        try:
+            free = f", {shutil.disk_usage(folder.parent).free // 2**20} MiB free"
+        except OSError:
+            free = ""
+        raise TrainError(f"cannot save the trained model to {folder}: {said} (the file system holding "
+                         f"{folder.parent}{free}); nothing was saved, and what {folder} held before is unchanged: "
+                         "free space there (or set TESSERA_HOME to another disk), then run the command again") \
+            from None
 
 
 def trained_models(folder: Path) -> list[dict[str, Any]]:
