@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from operators.atomic import replacing
+from operators.disk_refusal import refusal, where
 from operators.errors import SpecError, one_line
 
 if TYPE_CHECKING:
@@ -105,6 +106,9 @@ def write_counted(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
         with replacing(target) as tmp:
             _write(table, tmp, suffix, trec)
     except OSError as err:
+        if said := refusal(err):  # a full disk: pyarrow's "Error writing bytes to file. Detail: [errno 28] ..."
+            raise SpecError(f"cannot write --out {path}: {said} ({where(target.parent)}); nothing was written there: "
+                            "free space, or give --out on another disk, and run again", field="out") from None
         raise SpecError(f"cannot write --out {path}: {err.strerror or one_line(err, 160)}", field="out") from None
     return path, table.num_rows if trec is None else len(trec.qids)
 

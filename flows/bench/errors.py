@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 from pathlib import Path
 from typing import Iterator
 
+from operators.disk_refusal import refusal
 from operators.errors import TesseraError
-
-#: Why the disk refused a write, in words, by errno: full, over quota, past ``ulimit -f``.
-_REFUSED = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-            errno.EFBIG: "a file would grow past this process's file size limit (`ulimit -f`)"}
 
 
 class BenchError(TesseraError):
@@ -26,8 +22,8 @@ def writing_out(out: Path, what: str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        if err.errno not in _REFUSED:
+        if (said := refusal(err)) is None:
             raise
-        raise BenchError(f"cannot write --out {out} ({what}): {_REFUSED[err.errno]}; free space there (or give "
+        raise BenchError(f"cannot write --out {out} ({what}): {said}; free space there (or give "
                          "another --out), then run the same command again: the flows whose runs were saved are not "
                          "run again", field="out") from None

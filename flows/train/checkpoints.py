@@ -14,7 +14,6 @@ model where the operators look for one.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from operators.atomic import fsync_tree, replace_folder
+from operators.disk_refusal import refusal, where
 from operators.stale_writes import WriterLock
 from operators.models.fingerprint import TRAINING_FILE
 
@@ -167,24 +167,6 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
     return record
 
 
-#: The errors of a disk that refuses a write, in words: full, over quota, past ``ulimit -f``.
-_REFUSED = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-            errno.EFBIG: "a file would grow past this process's file size limit (`ulimit -f`)"}
-
-
-def _refusal(err: BaseException) -> str | None:
-    """What the disk said, where ``err`` (or an error it came from) is its refusal of a write: an ``OSError``, or a
-    library's own error that carries Rust's ``(os error 28)`` (safetensors' ``SafetensorError``); else None."""
-    while err is not None:
-        if isinstance(err, OSError) and err.errno in _REFUSED:
-            return _REFUSED[err.errno]
-        for number, said in _REFUSED.items():
-            if f"(os error {number})" in str(err):
-                return said
-        err = err.__cause__ or err.__context__
-    return None
-
-
 @contextlib.contextmanager
 def saving_to(folder: Path) -> Iterator[None]:
     """A save into ``folder``'s temporary sibling that the disk refuses, as a ``TrainError`` naming the folder and
@@ -195,17 +177,11 @@ def saving_to(folder: Path) -> Iterator[None]:
     try:
         yield
     except Exception as err:  # noqa: BLE001  (only the disk's refusal is said here)
-        said = _refusal(err)
-        if said is None:
+        if (said := refusal(err)) is None:
             raise
-        try:
-            free = f", {shutil.disk_usage(folder.parent).free // 2**20} MiB free"
-        except OSError:
-            free = ""
-        raise TrainError(f"cannot save the trained model to {folder}: {said} (the file system holding "
-                         f"{folder.parent}{free}); nothing was saved, and what {folder} held before is unchanged: "
-                         "free space there (or set TESSERA_HOME to another disk), then run the command again") \
-            from None
+        raise TrainError(f"cannot save the trained model to {folder}: {said} ({where(folder.parent)}); nothing was "
+                         f"saved, and what {folder} held before is unchanged: free space there (or set TESSERA_HOME "
+                         "to another disk), then run the command again") from None
 
 
 def trained_models(folder: Path) -> list[dict[str, Any]]:

@@ -64,7 +64,7 @@ def test_a_model_the_disk_refuses_to_save_is_named_and_the_old_one_kept(tmp_path
     assert said is not None and said.startswith(
         f"cannot save the trained model to {folder}: a file would grow past this process's file size limit "
         f"(`ulimit -f`) (the file system holding {folder.parent}, "), said
-    assert said.endswith(f"MiB free); nothing was saved, and what {folder} held before is unchanged: free space there "
+    assert said.endswith(f" free); nothing was saved, and what {folder} held before is unchanged: free space there "
                          "(or set TESSERA_HOME to another disk), then run the command again"), said
     assert sorted(p.name for p in folder.parent.iterdir()) == ["tessera-cross-encoder"]  # no half-saved sibling
     assert (folder / "model.safetensors").read_bytes() == b"old weights"
