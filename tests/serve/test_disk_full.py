@@ -179,3 +179,53 @@ def test_a_chat_turn_the_disk_refuses_ends_a_streamed_answer_with_a_507_event(tm
     assert out["plain"][0] == 507 and out["plain"][1]["error"]["code"] == "insufficient_storage", out["plain"]
     (chat,) = out["kept"]["chats"]
     assert [m["content"] for m in chat["messages"] if m["role"] == "user"] == ["Which insects make honey?"], chat
+
+
+REVOKE_SCRIPT = """
+import json, os, resource, sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+os.environ["TESSERA_HOME"] = str(root / "home")
+from fastapi.testclient import TestClient
+
+from operators.api_keys import key_hash
+from serve import auth
+from serve.api import app
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+ALICE, OPS = "alice-key-0123456789", "ops-key-0123456789"
+config = resolve(ServiceArgs(default_index=None, task_store=f"sqlite:///{root / 'tasks.db'}", spare_task_workers=0,
+                             api_keys=[{"id": "alice", "sha256": key_hash(ALICE)},
+                                       {"id": "ops", "sha256": key_hash(OPS), "admin": True}]), environ={})
+service = Service(config, [], "tessera")
+service.revocations.ttl = 0.0  # every request reads the revocations: what the store holds, now
+auth.configure(config["keys"], None, None)
+client = TestClient(app, raise_server_exceptions=False)
+as_ops, as_alice = ({"Authorization": f"Bearer {key}"} for key in (OPS, ALICE))
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no file may take a byte more
+refused = client.post("/v1/admin/keys/alice/revoke", headers=as_ops)
+alice_meanwhile = client.get("/tasks", headers=as_alice).status_code
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+done = client.post("/v1/admin/keys/alice/revoke", headers=as_ops).status_code
+alice_after = client.get("/tasks", headers=as_alice).status_code
+print(json.dumps({"refused": [refused.status_code, refused.json()], "alice_meanwhile": alice_meanwhile,
+                  "done": done, "alice_after": alice_after}))
+service.close()
+"""
+
+
+def test_a_key_revocation_the_disk_refuses_is_a_507_and_the_key_stays_as_it_was(tmp_path):
+    """An admin's ``POST /v1/admin/keys/{id}/revoke`` on a full disk: a 507 saying the task store could not be
+    written (it was a 500), the key still let in, as the store says; once the disk takes writes, the same request
+    revokes it."""
+    done = subprocess.run([sys.executable, "-c", REVOKE_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    status, body = out["refused"]
+    assert (status, body["error"]["code"]) == (507, "insufficient_storage"), body
+    assert body["error"]["message"].startswith("POST /v1/admin/keys/alice/revoke: the task store could not be written")
+    assert (out["alice_meanwhile"], out["done"], out["alice_after"]) == (200, 200, 401), out
