@@ -268,8 +268,17 @@ def _write_answers(result, queries, out: str) -> int:
     order = list(texts) + [q for q in result.metadata if q not in texts]
     lines = [json.dumps({"qid": q, "query": texts.get(q), **result.metadata.get(q, {})}, default=str,
                         ensure_ascii=False) for q in order]
-    with uris.local_output(answers_path(out), "out") as local, replacing(Path(local)) as tmp:
-        Path(tmp).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    try:
+        with uris.local_output(answers_path(out), "out") as local, replacing(Path(local)) as tmp:
+            Path(tmp).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    except OSError as err:  # a full disk: said as --out's rows are (flows.results_file), not an internal error
+        from operators.disk_refusal import refusal, where
+
+        if (said := refusal(err)) is None:
+            raise
+        raise CliError(f"cannot write the answers beside --out: {answers_path(out)}: {said} "
+                       f"({where(Path(answers_path(out)).parent)}); the rows are in {out}, the answers were not "
+                       "written: free space, or give --out on another disk, and run again", field="out") from None
     return len(lines)
 
 
