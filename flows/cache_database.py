@@ -8,7 +8,6 @@ step cache are one job, the units and explanations stored in it another. ``StepC
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sqlite3
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from flows.cache_folder import MARKER, holds_other_files, later_layout, reading_connection, write_marker
+from operators.disk_refusal import refused_by
 from operators.errors import CacheError
 
 SCHEMA = """
@@ -93,16 +93,10 @@ def unwritable(root: Path) -> str | None:
     return None
 
 
-#: The errors of a disk that refuses to make or grow a file: full, over quota, past ``ulimit -f``.
-_DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
 def disk_refused(err: BaseException) -> bool:
     """Whether a write failed for want of room (a full disk, a quota, a file size limit), or SQLite said its disk
-    failed it (``SQLITE_FULL``, ``SQLITE_IOERR``: a file size limit is an I/O error to it)."""
-    if isinstance(err, sqlite3.Error):
-        return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
-    return isinstance(err, OSError) and err.errno in _DISK_REFUSED
+    failed it (``operators.disk_refusal.refused_by``)."""
+    return refused_by(err) is not None
 
 
 class CacheUnwritable(CacheError):

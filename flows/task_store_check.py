@@ -8,7 +8,6 @@ service imports this, not the other way round.
 
 from __future__ import annotations
 
-import errno
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from operators.disk_refusal import refused_by
 from operators.errors import one_line
 
 #: Seconds a PostgreSQL connection may take to open (libpq's ``connect_timeout``): a host that drops packets, rather
@@ -47,13 +47,8 @@ def driver_error(err: BaseException, limit: int | None = None) -> str:
 
 def disk_refused(err: BaseException) -> bool:
     """Whether the store's disk refused a write (full, over quota, at a file size limit: SQLite's ``SQLITE_FULL``
-    and ``SQLITE_IOERR``, PostgreSQL's ``disk_full``), not the store or its URL: ``err`` as SQLAlchemy wraps it."""
-    cause = getattr(err, "orig", None) or err
-    if isinstance(cause, sqlite3.Error):
-        return str(getattr(cause, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
-    if isinstance(cause, OSError):
-        return cause.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-    return getattr(cause, "sqlstate", None) == "53100"
+    and ``SQLITE_IOERR``, PostgreSQL's ``disk_full``), not the store or its URL (``operators.disk_refusal``)."""
+    return refused_by(err) is not None
 
 
 def task_store_problem(url: str, *, default: bool = False) -> str | None:

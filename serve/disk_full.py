@@ -11,35 +11,15 @@ what could not be written (the task store, or a file of the service) without the
 
 from __future__ import annotations
 
-import errno
 import sqlite3
 
-#: A file the disk would not let grow: full, over quota, past ``ulimit -f``.
-_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-#: PostgreSQL's ``disk_full`` (SQLSTATE 53100).
-_PG_DISK_FULL = "53100"
-
-
-def _refusal(err: BaseException) -> BaseException | None:
-    """The disk's refusal in ``err``'s chain (its causes and contexts, also one raised ``from None``), or None."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in _FULL_ERRNOS:
-            return err
-        if isinstance(err, sqlite3.Error) and str(getattr(err, "sqlite_errorname", "")).startswith(
-                ("SQLITE_FULL", "SQLITE_IOERR")):  # a file size limit is an I/O error to SQLite
-            return err
-        if getattr(err, "sqlstate", None) == _PG_DISK_FULL:
-            return err
-        err = getattr(err, "orig", None) or err.__cause__ or err.__context__  # sqlalchemy keeps the driver's as orig
-    return None
+from operators.disk_refusal import refused_by
 
 
 def refused_write(err: BaseException) -> tuple[str, BaseException] | None:
     """What the disk refused to let be written, in words for a client ("the task store", "a file of the service"),
     and the error in ``err``'s chain that says so; None for any other failure (``serve.errors`` answers it 507)."""
-    refused = _refusal(err)
+    refused = refused_by(err)
     if refused is None:
         return None
     database = isinstance(refused, sqlite3.Error) or type(refused).__module__.startswith("psycopg")

@@ -48,6 +48,7 @@ def _no_file_may_grow() -> None:
 
 
 @pytest.mark.process
+@pytest.mark.slow  # three runs, each a process
 def test_a_cache_the_disk_will_not_let_be_made_leaves_the_run_whole_and_the_folder_usable(bm25_index, tmp_path):
     """A new cache folder on a full disk: the run prints its results, exit 0, one warning naming the folder; the
     next run, with room, makes the cache and the one after hits it. Before, the run stopped (exit 2, ``cache
@@ -78,6 +79,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.process
+@pytest.mark.slow  # four runs and a prune, each a process
 @pytest.mark.parametrize("held", [True, False], ids=["a-run-holds-the-database", "database-closed"])
 def test_a_prune_on_a_full_disk_frees_the_space_it_removes(bm25_index, tmp_path, held):
     """``tessera cache prune``, what a user runs to free a full disk, could not record its deletions there and
