@@ -25,6 +25,7 @@ An upload's checks and queueing (``Indices.add``, ``add_files``) are ``serve.ind
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -201,14 +202,19 @@ class Indices(Uploads):
         The record goes and both folders are moved aside in one transaction of the task store, which an upload's
         queueing waits for: an upload queued after it makes the index anew, and nothing of this delete takes its
         file or its owner file (moved aside after the record went, they did: its task then failed)."""
-        moved: list[Path] = []
+        moved: dict[Path, Path] = {}  # aside -> where it was
 
         def move_aside() -> bool:
-            moved.extend(doomed for folder in (self.folder / name, self.uploads / name)
+            moved.update((doomed, folder) for folder in (self.folder / name, self.uploads / name)
                          if (doomed := move_folder_aside(folder)) is not None)
             return True
 
-        why = self.service.store.forget_index(name, owner, before=move_aside, ingestions=True)
+        try:
+            why = self.service.store.forget_index(name, owner, before=move_aside, ingestions=True)
+        except BaseException:  # the record stays (a full disk would not take its delete): so do the folders, put back
+            for doomed, folder in moved.items():  # (they were left aside: the index empty, its space never freed)
+                os.rename(doomed, folder)
+            raise
         if why != "ok":
             raise self._refusal(name, why)
         for doomed in moved:

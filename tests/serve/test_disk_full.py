@@ -229,3 +229,53 @@ def test_a_key_revocation_the_disk_refuses_is_a_507_and_the_key_stays_as_it_was(
     assert (status, body["error"]["code"]) == (507, "insufficient_storage"), body
     assert body["error"]["message"].startswith("POST /v1/admin/keys/alice/revoke: the task store could not be written")
     assert (out["alice_meanwhile"], out["done"], out["alice_after"]) == (200, 200, 401), out
+
+
+DELETE_SCRIPT = """
+import json, os, resource, sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+os.environ["TESSERA_HOME"] = str(root / "home")
+from fastapi.testclient import TestClient
+
+from serve.api import app
+from serve.documents import DocumentsRequest
+from serve.ingest_task import run_ingest
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+args = ServiceArgs(default_index=None, task_store=f"sqlite:///{root / 'tasks.db'}", spare_task_workers=0)
+service = Service(resolve(args, environ={}), [], "tessera")
+queued = service.indices.add("notes", DocumentsRequest.model_validate(
+    {"documents": [{"id": "bees", "text": "honey bees make honey"}]}), "local")
+run_ingest(service.store, queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"])
+client = TestClient(app, raise_server_exceptions=False)
+indices = root / "home" / "indices"
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no file may take a byte more
+refused = client.delete("/v1/indices/notes")
+folders = sorted(p.name for p in indices.iterdir())
+documents = client.get("/v1/indices/notes/documents").json()
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+deleted = client.delete("/v1/indices/notes").status_code
+print(json.dumps({"refused": [refused.status_code, refused.json()], "folders": folders, "documents": documents,
+                  "deleted": deleted, "left": sorted(p.name for p in indices.iterdir())}))
+service.close()
+"""
+
+
+@pytest.mark.integration  # MiniLM embeds the upload in the child process
+def test_an_index_delete_the_disk_refuses_leaves_the_index_whole(tmp_path):
+    """``DELETE /v1/indices/{name}`` on a full disk moved the index's folder aside, then could not delete its record:
+    the 507 said nothing changed, yet the index listed no document (its folder hidden as ``.deleted-notes-*``), and
+    the folder stayed on the full disk for good, also after the delete that succeeded later. Now the folder is put
+    back: the index reads as before, and the later delete removes it."""
+    done = subprocess.run([sys.executable, "-c", DELETE_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["refused"][0] == 507 and out["refused"][1]["error"]["code"] == "insufficient_storage", out["refused"]
+    assert out["folders"] == ["notes"], out["folders"]
+    assert [d["id"] for d in out["documents"]["documents"]] == ["bees"], out["documents"]
+    assert (out["deleted"], out["left"]) == (200, []), out
