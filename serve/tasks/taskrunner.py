@@ -146,7 +146,7 @@ def _finish_with_result(store: TaskStore, task_id: str, result: dict[str, Any]) 
     """Store a finished task's result; where the disk refuses it (full: a result is the task's largest write), the
     task fails saying so in a line, where it failed with SQLAlchemy's ``OperationalError: (sqlite3.OperationalError)
     database or disk is full (Background on this error at: ...)``. A failure too big for the disk raises as before."""
-    from serve.disk_full import refused_write
+    from serve.http.disk_full import refused_write
 
     try:
         store.finish(task_id, "finished", result=result)

@@ -88,8 +88,8 @@ from pathlib import Path
 root, corpus = Path(sys.argv[1]), sys.argv[2]
 os.environ["TESSERA_HOME"] = str(root / "home")
 from flows.api import ingest
-from serve.taskrunner import run_to_end
-from serve.taskstore import TaskStore
+from serve.tasks.taskrunner import run_to_end
+from serve.tasks.taskstore import TaskStore
 
 index = str(root / "idx")
 ingest(corpus, index, settings={"dense": False}, executor="local", progress=False)
@@ -190,7 +190,7 @@ os.environ["TESSERA_HOME"] = str(root / "home")
 from fastapi.testclient import TestClient
 
 from operators.api_keys import key_hash
-from serve import auth
+from serve.security import auth
 from serve.api import app
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
@@ -240,8 +240,8 @@ os.environ["TESSERA_HOME"] = str(root / "home")
 from fastapi.testclient import TestClient
 
 from serve.api import app
-from serve.documents import DocumentsRequest
-from serve.ingest_task import run_ingest
+from serve.indices.documents import DocumentsRequest
+from serve.tasks.ingest_task import run_ingest
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 
