@@ -144,8 +144,8 @@ def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
 
 
 def insufficient_storage(what: str, err: BaseException) -> ApiError | None:
-    """The 507 of a request whose write the server's disk refused (``serve.http.disk_full``); None for any other failure.
-    The log names the error, with its file, for the operator; the client, what could not be written."""
+    """The 507 of a request whose write the server's disk refused (``serve.http.disk_full``); None for any other
+    failure. The log names the error, with its file, for the operator; the client, what could not be written."""
     from serve.http.disk_full import refused_write
 
     if (refused := refused_write(err)) is None:
