@@ -24,6 +24,7 @@ from flows.ingestion.records import jsonl_plan, read_line_records, read_whole
 from flows.ingestion.shards import ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR
 from flows.ingestion.unrecorded import source_key_of
+from flows.ingestion.where_now import in_this_home, now_path
 from operators.base import Source
 from operators.tables import concat
 
@@ -70,8 +71,9 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
                           "embed": embed})
     found: list[tuple[Failure, pa.Table]] = []
     again: list[Failure] = []
-    read = _source_of(run, staging) if any(f.stage == "read" and f.path for f in failures) else None
-    paths = {f.id: locate(f.path, read) for f in failures if f.stage == "read" and f.path}
+    state = read_staging_json(staging / "state.json")
+    read = _source_of(run, state) if any(f.stage == "read" and f.path for f in failures) else None
+    paths = {f.id: locate(now_path(f.path, state, run.path), read) for f in failures if f.stage == "read" and f.path}
     lines = _read_lines(read, [(paths[f.id], f.line) for f in failures if f.id in paths and f.line])
     for failure in failures:
         if failure.id in paths:
@@ -157,7 +159,8 @@ def locate(path: str, op: Source) -> str:
     found = found or Path(absolute(path))
     if not found.is_file():
         raise IngestError(f"cannot retry the failures read from {path}: {found} is not there; put the file back "
-                          "(fixed) to retry them", field="source")
+                          "(fixed) to retry them, or, where it moved, ingest it from there (that closes "
+                          "them, or makes them failures at that path)", field="source")
     return str(found)
 
 
@@ -173,11 +176,15 @@ def _files(op: Source) -> list[Path]:
     return [Path(params[n]) for n in ("path",) if isinstance(params.get(n), str)]
 
 
-def _source_of(run: Run, staging: Path) -> Source:
-    """The read step that staged a source (from its staging state), to map a fixed line again."""
+def _source_of(run: Run, data: dict[str, Any] | None) -> Source:
+    """The read step that staged a source (from its staging state ``data``), where it is now (``where_now``), to map
+    a fixed line again."""
     from operators.registry import get_operator
 
-    data = read_staging_json(staging / "state.json")
     if data is None:
         return run.plan.read
-    return get_operator(data["source"], step="read")(data["params"], step_id="read")
+    params = dict(data["params"])
+    for name in ("path", "folder"):
+        if isinstance(params.get(name), str):
+            params[name] = in_this_home(params[name], run.path)
+    return get_operator(data["source"], step="read")(params, step_id="read")

@@ -1,0 +1,88 @@
+"""Where a path an ingestion recorded is now: a source's (``state.json``'s read params) or a read failure's file
+(``failures.jsonl``). Both are recorded whole, so a source moved since (a home moved or restored elsewhere, a folder
+``mv``-ed and ingested from its new path) left its failures naming files that are not there: ``--retry-failed``
+said to put the file back, and the failures stayed open for good.
+
+Two moves are followed, where the recorded path is gone and the path found is there:
+
+* the source moved and was ingested from its new path (``moved`` recognised it): its ``state.json`` keeps the
+  paths it was read from before (``moved_from``), and a file under one of them is the same file under the new one;
+* the home moved (the index is ``$TESSERA_HOME/indices/NAME``): the topmost folder of the path that is gone is taken
+  for the old home, and the path below it is looked for in this home (``serve.tasks.ingest_task.in_this_home`` does
+  so for an upload's paths, ``flows.train.prune.in_this_home`` for a model's).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+#: ``state.json``'s list of the paths a source was read from before its last one (oldest first).
+MOVED_FROM = "moved_from"
+
+
+def location(params: dict[str, Any] | None) -> str | None:
+    """Where a source of these read params is: its path, glob or folder (None when they do not say)."""
+    return next((str(params[p]) for p in ("path", "folder") if isinstance((params or {}).get(p), str)), None)
+
+
+def moved_from(previous: dict[str, Any] | None, params: dict[str, Any]) -> list[str]:
+    """The ``moved_from`` of a source now read with ``params`` whose last state was ``previous``."""
+    earlier = list((previous or {}).get(MOVED_FROM) or [])
+    was, now = location((previous or {}).get("params")), location(params)
+    if was and was != now and was not in earlier:
+        earlier.append(was)
+    return earlier
+
+
+def in_this_home(path: str, index_path: str | Path) -> str:
+    """``path`` in this home, where it is gone and the index is in a home's ``indices/``: the path below its topmost
+    folder that is gone (the old home), in the index's home, where that is there; else ``path`` as it is."""
+    if "://" in path or os.path.lexists(path):
+        return path
+    index = Path(os.path.abspath(index_path))
+    recorded = Path(os.path.abspath(path))
+    if index.parent.name != "indices" or recorded.is_relative_to(index.parent.parent):
+        return path
+    home = index.parent.parent
+    gone = next((p for p in reversed(recorded.parents) if not os.path.lexists(p)), recorded)
+    here = home / recorded.relative_to(gone) if gone != recorded else None
+    return str(here) if here is not None and os.path.lexists(here) else path
+
+
+def now_path(recorded: str, state: dict[str, Any] | None, index_path: str | Path) -> str:
+    """Where the file ``recorded`` by the source of staging ``state`` (None: unknown) is now: as recorded where it is
+    there; else under the source's current path (in this home) at the place it had under a path the source was read
+    from; else in this home; else as recorded."""
+    if "://" in recorded or not os.path.isabs(recorded) or os.path.lexists(recorded):
+        return recorded  # (a relative path, of an older ledger: ``retry.locate`` finds it among the source's files)
+    now = location((state or {}).get("params"))
+    if now is not None:
+        now = in_this_home(now, index_path)
+        for was in [location(state.get("params")), *reversed(state.get(MOVED_FROM) or [])]:
+            found = _under(recorded, was, now)
+            if found is not None and os.path.lexists(found):
+                return found
+    return in_this_home(recorded, index_path)
+
+
+def source_now(state: dict[str, Any] | None, index_path: str | Path) -> str | None:
+    """The source's path (``location``) as it is now: in this home where it moved with it."""
+    where = location((state or {}).get("params"))
+    return None if where is None else in_this_home(where, index_path)
+
+
+def _under(path: str, was: str | None, now: str) -> str | None:
+    """``path`` of a source read from ``was`` as the source read from ``now`` names it: the file itself (a source of
+    one file), or the same path below the folder (a folder's, a glob's fixed part)."""
+    from operators.sources.paths import glob_stem
+
+    if was is None:
+        return None
+    if path == was:
+        return now
+    old, new = glob_stem(was)[0], glob_stem(now)[0]
+    if Path(path).is_relative_to(old) and old != Path(path):
+        return str(new / Path(path).relative_to(old))
+    return None

@@ -1,0 +1,55 @@
+"""A read failure whose file moved stayed open for good: the ledger names the file whole, so in a home moved
+elsewhere (``mv``, a backup restored at another path) ``--retry-failed`` said the file was not there and to put it
+back, and a corpus moved and ingested from its new path was refused as live documents (its fixed line made it
+another corpus), while its failures named the old path. Real ingestions of a small JSONL corpus with a bad line,
+``tessera ingest`` in-process, homes and folders moved with ``shutil.move``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from flows.commands import main
+from flows.ingestion.ledger import open_failures_at
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
+
+
+def corpus(path: Path, bad: bool = True) -> list[str]:
+    """30 documents of the sample corpus at ``path``, the fifth line not JSON (``bad``) or as it was."""
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:30]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines[:4] + ["{not json\n" if bad else lines[4]] + lines[5:]), encoding="utf-8")
+    return lines
+
+
+def ingest(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["ingest", "--no-dense", "--executor", "local", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def live_ids(index: Path) -> list[str]:
+    from operators.store import Index
+
+    return sorted(set(Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()))
+
+
+def test_retry_failed_in_a_moved_home_reads_the_file_that_moved_with_it(tmp_path, capsys, monkeypatch):
+    old, new = tmp_path / "old-home", tmp_path / "new-home"
+    lines = corpus(old / "corpus" / "docs.jsonl")
+    monkeypatch.setenv("TESSERA_HOME", str(old))
+    code, out = ingest(capsys, "--source", str(old / "corpus" / "docs.jsonl"), "--index", "idx", "--shard-size", "10")
+    assert code == 0, out
+    assert [f.line for f in open_failures_at(old / "indices" / "idx")] == [5]
+    shutil.move(old, new)
+    monkeypatch.setenv("TESSERA_HOME", str(new))
+    corpus(new / "corpus" / "docs.jsonl", bad=False)  # fixed where it is now
+    code, out = ingest(capsys, "--index", "idx", "--retry-failed")
+    assert code == 0, out  # it said: ... is not there; put the file back (fixed) to retry them
+    assert "retried: 1 failure(s) now in the index" in out
+    assert open_failures_at(new / "indices" / "idx") == []
+    assert live_ids(new / "indices" / "idx") == sorted(json.loads(line)["_id"] for line in lines)
