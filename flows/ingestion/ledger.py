@@ -200,9 +200,13 @@ class Ledger:
     def read_failure_ids(self, finished: set[str]) -> set[str]:
         """Ids of unreadable lines recorded by finished shards (resolved or not): staging skips them
         even once fixed, so the shards after them keep their documents (a fixed line enters by retry)."""
+        return {f.id for f in self.read_failures(finished)}
+
+    def read_failures(self, finished: set[str]) -> list[Failure]:
+        """The unreadable lines and files recorded by finished shards (resolved or not), as ``read_failure_ids``."""
         state = self._state()
-        return {f.id for shard, (attempt, _) in state.latest.items() if shard in finished
-                for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"}
+        return [f for shard, (attempt, _) in state.latest.items() if shard in finished
+                for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"]
 
     def supersede_read_failures(self, own: set[str], finished: set[str], files: set[str]) -> list[str]:
         """Resolve the open read failures of other sources in ``files``, which the source of the finished shards

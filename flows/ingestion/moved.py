@@ -23,10 +23,12 @@ from typing import Any, Iterator
 from flows.ingestion.digests import docs_digest
 from flows.ingestion.errors import SourceChangedError
 from flows.ingestion.file_order import files_read_order, recorded_here, source_files
-from flows.ingestion.ledger import Failure
+from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import iter_documents
 from flows.ingestion.staged_files import READ_ONLY_PARAMS, keyed_as, source_params, staging_dir
 from flows.ingestion.staging import STAGING_DIR, STATE_FILE
+from flows.ingestion.unrecorded import source_shards
+from flows.ingestion.where_now import ids_here
 from operators.base import Source
 from operators.sources._documents import QuietNotes
 from operators.tables import concat
@@ -70,12 +72,13 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int | None,
             if _moved_here(state, params, files):  # a folder moved, then edited in its first shard
                 return key
             order = files_read_order(files, params, state)  # their files first, in their order
-            candidates.append((key, first.get("digest"), first.get("docs") or state.get("shard_size"), order))
+            skip = ids_here(Ledger(index_path).read_failures(source_shards(key, finished)), state, params)
+            candidates.append((key, first.get("digest"), first.get("docs") or state.get("shard_size"), order, skip))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
-    for key, theirs, docs, order in candidates:
-        at = (docs, tuple(order or ()))
+    for key, theirs, docs, order, skip in candidates:  # without the lines it failed on, fixed since or not
+        at = (docs, tuple(order or ()), skip)
         if at not in digests:
-            digests[at] = first_shard_digest(op, docs, order)
+            digests[at] = first_shard_digest(op, docs, order, skip)
         if digests[at] == theirs:
             return key
     return None
@@ -116,11 +119,12 @@ def _moved_here(state: dict[str, Any], params: dict[str, Any], files: list[Path]
     return 2 * sum(1 for path, was in recorded.items() if now.get(path) == tuple(was)) > len(fingerprint)
 
 
-def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None) -> str:
-    """The digest of the source's first ``shard_size`` documents (its files read in ``order``), as staging
-    computes it for shard 0."""
+def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None,
+                       skip: frozenset[str] = frozenset()) -> str:
+    """The digest of the source's first ``shard_size`` documents (its files read in ``order``, the lines ``skip``
+    left out), as staging computes it for shard 0."""
     tables, rows = [], 0
-    for item in iter_documents(op, order=order, notes=QuietNotes()):  # read to compare: its warnings are staging's
+    for item in iter_documents(op, skip, order=order, notes=QuietNotes()):  # to compare: its warnings are staging's
         if isinstance(item, Failure) or item.num_rows == 0:
             continue
         tables.append(item.select([c for c in ("docno", "text") if c in item.column_names]))  # what the digest reads

@@ -51,6 +51,7 @@ from flows.ingestion.staged_whole import staged_whole
 # keyed_as, READ_ONLY_PARAMS, staged_ids and the rest re-exported: they lived here before ``staged_files``
 from flows.ingestion.staged_files import (READ_ONLY_PARAMS, docs_file, failures_file, keyed_as,  # noqa: F401
                                           read_staged, source_key, source_params, staged_ids, staging_dir)
+from flows.ingestion.where_now import MOVED_FROM, ids_here, moved_from
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
@@ -200,7 +201,7 @@ class Stager:
             self._changed = REPLACED_BEFORE
         read = ReadCount(on_docs)  # a sync reads the source again: its documents are counted once
         while True:
-            skip = frozenset(Ledger(self.index_path).read_failure_ids(self.own(finished)))
+            skip = ids_here(Ledger(self.index_path).read_failures(self.own(finished)), previous, self.params)
             try:
                 shards = self._restage(finished, known, read, skip, order)
                 break
@@ -217,6 +218,8 @@ class Stager:
         self._state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
                        "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
                        "shards": [s.to_dict() for s in shards]}
+        if moved_from(previous, self.params):  # the paths it was read from before: its failures' files moved too
+            self._state[MOVED_FROM] = moved_from(previous, self.params)
         self.write_generations()
         return shards
 

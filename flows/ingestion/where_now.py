@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flows.ingestion.ledger import Failure
+
 #: ``state.json``'s list of the paths a source was read from before its last one (oldest first).
 MOVED_FROM = "moved_from"
 
@@ -86,3 +88,23 @@ def _under(path: str, was: str | None, now: str) -> str | None:
     if Path(path).is_relative_to(old) and old != Path(path):
         return str(new / Path(path).relative_to(old))
     return None
+
+
+def ids_here(failures: list[Failure], state: dict[str, Any] | None, params: dict[str, Any]) -> frozenset[str]:
+    """The ids of the read ``failures`` of the source of staging ``state``, and the same failures' ids as the source
+    read with ``params`` names them, where it was read from elsewhere (moved or copied): staging leaves out the lines
+    its finished shards recorded as unreadable, under either name (read under the new one, a fixed line was a
+    document in the first shard, which made the moved source another one, refused as live documents)."""
+    ids = {f.id for f in failures}
+    now = location(params)
+    earlier = [was for was in [location((state or {}).get("params")), *reversed((state or {}).get(MOVED_FROM) or [])]
+               if was and was != now]
+    for failure in failures:
+        prefix = f"read:{failure.path}"
+        if now is None or not failure.path or not failure.id.startswith(prefix):
+            continue
+        found = next((p for p in (_under(failure.path, was, now) for was in earlier) if p is not None), None)
+        if found is not None:
+            ids.add(f"read:{found}{failure.id[len(prefix):]}")
+    return frozenset(ids)
+

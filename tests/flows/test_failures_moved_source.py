@@ -53,3 +53,40 @@ def test_retry_failed_in_a_moved_home_reads_the_file_that_moved_with_it(tmp_path
     assert "retried: 1 failure(s) now in the index" in out
     assert open_failures_at(new / "indices" / "idx") == []
     assert live_ids(new / "indices" / "idx") == sorted(json.loads(line)["_id"] for line in lines)
+
+
+def test_a_moved_corpus_with_its_failed_line_fixed_is_resumed_from_its_new_path_and_retried_there(tmp_path, capsys):
+    index = tmp_path / "idx"
+    lines = corpus(tmp_path / "a" / "docs.jsonl")
+    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
+                       "--shard-size", "10")
+    assert code == 0, out
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    corpus(tmp_path / "b" / "docs.jsonl", bad=False)
+    code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index))
+    assert code == 0, out  # it said: document(s) [...] are already live in IDX; ... tessera ingest --replace
+    assert "nothing to do: every shard of this source is in the index already" in out
+    assert [(f.path, f.line) for f in open_failures_at(index)] == [(str(tmp_path / "a" / "docs.jsonl"), 5)]
+    code, out = ingest(capsys, "--index", str(index), "--retry-failed")
+    assert code == 0, out  # it said: ... a/docs.jsonl is not there; put the file back (fixed) to retry them
+    assert "retried: 1 failure(s) now in the index" in out
+    assert open_failures_at(index) == []
+    assert live_ids(index) == sorted(json.loads(line)["_id"] for line in lines)
+
+
+def test_a_moved_corpus_ingested_from_its_new_path_does_not_record_its_failed_line_again(tmp_path, capsys):
+    index = tmp_path / "idx"
+    corpus(tmp_path / "a" / "docs.jsonl")
+    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
+                       "--shard-size", "10")
+    assert code == 0, out
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index))
+    assert code == 0, out  # it made a shard of the line alone: "no document was ingested: all 1 failed" (exit 1)
+    assert "left out" not in out
+    assert len(open_failures_at(index)) == 1  # the one failure, not it twice under both paths
+    corpus(tmp_path / "b" / "docs.jsonl", bad=False)
+    code, out = ingest(capsys, "--index", str(index), "--retry-failed")
+    assert code == 0 and "retried: 1 failure(s) now in the index" in out, out
+    assert open_failures_at(index) == []
+
