@@ -20,6 +20,7 @@ from flows.ingestion.job_params import check_job, job_mismatch, job_params
 from flows.ingestion.pending import resume_command
 from flows.ingestion.ledger import Ledger, finished_shards
 from flows.ingestion.moved import earlier_key, last_path
+from flows.ingestion.where_now import failure_here
 from flows.ingestion.plan import IngestPlan
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.report import IngestReport
@@ -122,7 +123,7 @@ class _Run(ShardCommits):
         started = time.perf_counter()
         finished = self.finished()
         # the same documents at another path resume; to replace what the index holds, they are ingested again
-        moved = earlier_key(self.plan.read, self.path, self.shard_size, finished)
+        moved = resent = earlier_key(self.plan.read, self.path, self.shard_size, finished)
         if moved is not None and self.replace:
             log.warning(RESENT + " (last read from %s); with replace=True they are ingested again, as a source of "
                         "their own: every document is embedded again and replaces the index's copy (one deleted from "
@@ -180,7 +181,8 @@ class _Run(ShardCommits):
             raise refused.moved_and_changed(live[1], self.plan.read, self.path, finished) if self.stager.sync and \
                 not source_shards(self.stager.key, finished) else refused.in_ingestion_terms(live[1], self.stager.sync)
         resync.finish(self)  # with sync: the documents the source no longer has go
-        self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
+        self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files(),
+                                            failure_here(self.path, resent, self.stager.params))
         return self._finish(started)
 
     def _keep_vectors(self, todo: list) -> None:

@@ -208,12 +208,15 @@ class Ledger:
         return [f for shard, (attempt, _) in state.latest.items() if shard in finished
                 for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"]
 
-    def supersede_read_failures(self, own: set[str], finished: set[str], files: set[str]) -> list[str]:
+    def supersede_read_failures(self, own: set[str], finished: set[str], files: set[str],
+                                here: Callable[[Failure], str | None] = lambda f: None) -> list[str]:
         """Resolve the open read failures of other sources in ``files``, which the source of the finished shards
         ``own`` has read since without failing on them: a file that failed for want of its text column, read again
-        with ``--text-field``, left its failure open, and a retry would read it as before. Recorded as a retry of
-        one of ``own``, which ``open_failures`` counts as resolving them; returns their ids."""
-        return self._resolve(own, finished, lambda f: f.stage == "read" and f.shard not in own and f.path in files)
+        with ``--text-field``, left its failure open, and a retry would read it as before. A failure's file that
+        moved is in ``files`` where ``here`` finds it (``where_now``). Recorded as a retry of one of ``own``, which
+        ``open_failures`` counts as resolving them; returns their ids."""
+        return self._resolve(own, finished, lambda f: f.stage == "read" and f.shard not in own and (
+            f.path in files or here(f) in files))
 
     def resolve_retired(self, retired: set[str], own: set[str], finished: set[str]) -> list[str]:
         """Resolve the open failures of the shards a sync ``retired`` that the source's current shards ``own`` did not

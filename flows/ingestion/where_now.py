@@ -14,9 +14,10 @@ Two moves are followed, where the recorded path is gone and the path found is th
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from flows.ingestion.ledger import Failure
 
@@ -108,3 +109,27 @@ def ids_here(failures: list[Failure], state: dict[str, Any] | None, params: dict
             ids.add(f"read:{found}{failure.id[len(prefix):]}")
     return frozenset(ids)
 
+
+def failure_here(index_path: str | Path, resent: str | None = None, params: dict[str, Any] | None = None
+                 ) -> Callable[[Failure], str | None]:
+    """Where a read failure's file is now (``now_path``, from its source's staging state), for
+    ``Ledger.supersede_read_failures``; ``resent``: the staging key of a source whose documents are ingested again
+    (``--replace``) from another path, read with ``params``, where its files are found under the same names."""
+    from flows.ingestion.staged_files import STAGING_DIR
+    from flows.ingestion.unrecorded import source_key_of
+
+    def here(failure: Failure) -> str | None:
+        key = source_key_of(failure.shard)
+        if not failure.path or not key:
+            return None
+        try:
+            state = json.loads((Path(index_path) / STAGING_DIR / key / "state.json").read_text())
+        except (OSError, ValueError):
+            state = None
+        now = location(params)
+        if key == resent and now is not None and isinstance(state, dict):
+            moved = _under(failure.path, location(state.get("params")), now)
+            if moved is not None:
+                return moved
+        return now_path(failure.path, state if isinstance(state, dict) else None, index_path)
+    return here

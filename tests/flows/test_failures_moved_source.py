@@ -90,3 +90,18 @@ def test_a_moved_corpus_ingested_from_its_new_path_does_not_record_its_failed_li
     assert code == 0 and "retried: 1 failure(s) now in the index" in out, out
     assert open_failures_at(index) == []
 
+
+def test_replace_from_the_new_path_closes_the_failures_of_the_corpus_it_moved_from(tmp_path, capsys):
+    index = tmp_path / "idx"
+    lines = corpus(tmp_path / "a" / "docs.jsonl")
+    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
+                       "--shard-size", "10")
+    assert code == 0, out
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    corpus(tmp_path / "b" / "docs.jsonl", bad=False)
+    code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index), "--replace")
+    assert code == 0, out
+    assert open_failures_at(index) == []  # it stayed open, and --retry-failed said to put a/docs.jsonl back
+    assert live_ids(index) == sorted(json.loads(line)["_id"] for line in lines)
+    code, out = ingest(capsys, "--index", str(index), "--retry-failed")
+    assert code == 0 and "nothing to retry" in out, out
