@@ -44,6 +44,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     from flows.ingestion import refused
     from flows.ingestion.ledger import finished_shards
     from flows.ingestion.running import held
+    from flows.ingestion.where_now import located, source_now
     from operators.store import Index
 
     folders = staged_sources(index_path)
@@ -63,8 +64,8 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
         refusal = _refusal(folder, syncing)
         if refusal is not None and refused.superseded(index, folder, pending):
             continue
-        params = (state or {}).get("params") or {}
-        source = params.get("path") or params.get("folder")
+        source = source_now(state, index_path)  # in this home, where it moved with it: resumed from there
+        state = state and {**state, "params": {**(params := state.get("params") or {}), **located(params, source)}}
         found.append({
             "source_key": folder.name,
             "source": source,
@@ -83,9 +84,12 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
 
 def ingested(index_path: str | Path) -> list[dict[str, Any]]:
     """One record per source staged into the index (``tessera index info``): ``source_key``, ``op``, ``source`` (its
-    path, folder or glob), ``shards`` and ``docs`` as its staging planned them, and ``paths_from``: for a source of
-    files (PDF, text, Markdown, HTML) the folder its documents' ``path`` is relative to, the one place that names
+    path, folder or glob, in this home where it moved with it: ``where_now``), ``recorded`` (the path its staging
+    recorded, where that is another: the home it was ingested in), ``there`` (whether ``source`` is there now; None
+    for a source of no path), ``shards`` and ``docs`` as its staging planned them, and ``paths_from``: for a source
+    of files (PDF, text, Markdown, HTML) the folder its documents' ``path`` is relative to, the one place that names
     it (a hit's ``path`` is ``science/curie.pdf``); else None."""
+    from flows.ingestion.where_now import is_there, location, source_now
     from operators.sources.paths import path_root
 
     found = []
@@ -93,19 +97,25 @@ def ingested(index_path: str | Path) -> list[dict[str, Any]]:
         state = read_json_or_none(folder / STATE_FILE)
         if not state:
             continue
-        params = state.get("params") or {}
-        source = params.get("path") or params.get("folder")
+        recorded, source = location(state.get("params")), source_now(state, index_path)
         shards = state.get("shards") or []
         files = state.get("source") in ("sources.files", "sources.pdf") and isinstance(source, str)
-        found.append({"source_key": folder.name, "op": state.get("source"), "source": source, "shards": len(shards),
+        found.append({"source_key": folder.name, "op": state.get("source"), "source": source,
+                      "recorded": recorded if recorded != source else None,
+                      "there": None if source is None else is_there(source), "shards": len(shards),
                       "docs": sum(s.get("docs") or 0 for s in shards),
                       "paths_from": str(path_root(source)) if files else None})
     return found
 
 
 def describe_source(record: dict[str, Any]) -> str:
-    """One line for a person: a source, its documents, and where their ``path`` starts."""
+    """One line for a person: a source, its documents, where their ``path`` starts, and where it was recorded when
+    that is not where it is now (a home moved since), or that it is not there."""
     where = f"; a document's path is from {record['paths_from']}" if record["paths_from"] else ""
+    if record.get("recorded"):
+        where += f"; ingested from {record['recorded']}, in the home it moved from"
+    elif record.get("there") is False:
+        where += "; not there now (moved or removed since it was ingested: ingest it from where it is to follow it)"
     return (f"source {record['source'] or record['source_key']} ({record['op']}): {record['docs']} document(s) in "
             f"{record['shards']} shard(s){where}")
 
@@ -150,23 +160,25 @@ def resume_command_of(path: str | Path, settings, key: str, source: str | None, 
     flags += [flag for flag, off in (("--no-dense", not settings.dense), ("--no-bm25", not settings.bm25),
                                      ("--no-chunk", job is not None and job.get("chunk") is None),
                                      ("--replace", bool(state and state.get("duplicates")))) if off]  # staged so
-    if state is None or (not index_settings and source is not None and _source_resumes(settings, key, source, job)):
+    if state is None or (not index_settings and source is not None and _source_resumes(settings, key, source, job,
+                                                                                       state)):
         return shlex.join(["tessera", "ingest", "--source", source or "SOURCE", *flags])
     spec = {**_resume_spec(state, job), **({"index_settings": index_settings} if index_settings else {})}
     return shlex.join(["tessera", "ingest", "--spec", json.dumps(spec), *flags])
 
 
-def _source_resumes(settings, key: str, source: str, job: dict | None) -> bool:
-    """Whether ``tessera ingest --source SOURCE`` (the default spec) reads the staged source (its key) and
-    chunks, enriches and embeds as the run did (what ``job.json`` holds, compared as the run compares it)."""
+def _source_resumes(settings, key: str, source: str, job: dict | None, state: dict) -> bool:
+    """Whether ``tessera ingest --source SOURCE`` (the default spec) reads the staged source (its key, or as its
+    ``state`` reads it where it moved with the home, which the run recognises) and chunks, enriches and embeds as the
+    run did (what ``job.json`` holds, compared as the run compares it)."""
     from flows.ingestion.plan import DEFAULT_SPEC, build_plan, embed_params
-    from flows.ingestion.staged_files import source_key
+    from flows.ingestion.staged_files import params_key, source_key
     from operators.errors import TesseraError
 
     no_chunk = job is not None and job.get("chunk") is None
     try:
         plan = build_plan(DEFAULT_SPEC, source, False if no_chunk else None, quiet=True)
-        if source_key(plan.read) != key:
+        if source_key(plan.read) not in (key, params_key(state.get("source") or "", state.get("params") or {})):
             return False
         embed = embed_params(plan, settings)
     except (TesseraError, OSError):

@@ -45,8 +45,13 @@ def source_params(op: Source) -> dict[str, Any]:
 
 
 def source_key(op: Source) -> str:
-    params = {k: v for k, v in source_params(op).items() if k not in READ_ONLY_PARAMS}
-    payload = json.dumps({"op": keyed_as(op.name), "params": params}, sort_keys=True)
+    return params_key(op.name, source_params(op))
+
+
+def params_key(source: str, params: dict[str, Any]) -> str:
+    """The staging key of the source ``source`` read with ``params`` (``source_params``)."""
+    params = {k: v for k, v in params.items() if k not in READ_ONLY_PARAMS}
+    payload = json.dumps({"op": keyed_as(source), "params": params}, sort_keys=True)
     return hashlib.sha1(payload.encode()).hexdigest()[:8]
 
 

@@ -76,6 +76,19 @@ def source_now(state: dict[str, Any] | None, index_path: str | Path) -> str | No
     return None if where is None else in_this_home(where, index_path)
 
 
+def located(params: dict[str, Any], where: str | None) -> dict[str, Any]:
+    """The read ``params``' location param (``path`` or ``folder``) set to ``where`` ({} when they have none)."""
+    name = next((p for p in ("path", "folder") if isinstance(params.get(p), str)), None)
+    return {} if name is None or where is None else {name: where}
+
+
+def is_there(where: str) -> bool:
+    """Whether a source's path is there: its file or folder, a glob's fixed folders (a URL is taken to be)."""
+    from operators.sources.paths import glob_stem
+
+    return "://" in where or os.path.lexists(glob_stem(where)[0])
+
+
 def _under(path: str, was: str | None, now: str) -> str | None:
     """``path`` of a source read from ``was`` as the source read from ``now`` names it: the file itself (a source of
     one file), or the same path below the folder (a folder's, a glob's fixed part)."""

@@ -7,8 +7,14 @@ another corpus), while its failures named the old path. Real ingestions of a sma
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from flows.commands import main
 from flows.ingestion.ledger import open_failures_at
@@ -105,3 +111,42 @@ def test_replace_from_the_new_path_closes_the_failures_of_the_corpus_it_moved_fr
     assert live_ids(index) == sorted(json.loads(line)["_id"] for line in lines)
     code, out = ingest(capsys, "--index", str(index), "--retry-failed")
     assert code == 0 and "nothing to retry" in out, out
+
+
+def info(capsys, index: str) -> tuple[list[str], dict]:
+    capsys.readouterr()
+    assert main(["index", "info", index]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert main(["index", "info", index, "--json"]) == 0
+    return lines, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.process
+def test_index_info_names_a_source_where_it_moved_with_the_home_and_resumes_it_there(tmp_path, capsys, monkeypatch):
+    old, new = tmp_path / "old-home", tmp_path / "new-home"
+    corpus(old / "corpus" / "docs.jsonl", bad=False)
+    env = {**os.environ, "TESSERA_HOME": str(old), "TESSERA_FAULT": "crash_after_write:1"}
+    env.pop("TESSERA_DEBUG", None)
+    crashed = subprocess.run([sys.executable, "-m", "flows", "ingest", "--source", str(old / "corpus" / "docs.jsonl"),
+                              "--index", "idx", "--shard-size", "10", "--executor", "local", "--no-dense", "--quiet"],
+                             cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert crashed.returncode == 75, crashed.stderr  # one shard of three committed
+    shutil.move(old, new)
+    monkeypatch.setenv("TESSERA_HOME", str(new))
+    lines, data = info(capsys, "idx")
+    here = str(new / "corpus" / "docs.jsonl")
+    # it named the old home's path, there and in the command that resumes it
+    assert f"source {here} (sources.jsonl): 30 document(s) in 3 shard(s); ingested from " \
+           f"{old / 'corpus' / 'docs.jsonl'}, in the home it moved from" in lines
+    [source] = data["sources"]
+    assert (source["source"], source["recorded"], source["there"]) == (here, str(old / "corpus" / "docs.jsonl"), True)
+    [unfinished] = data["unfinished_ingestions"]
+    assert unfinished["resume"].startswith(f"tessera ingest --source {here} --index {new / 'indices' / 'idx'}")
+    code, out = ingest(capsys, *shlex.split(unfinished["resume"])[2:])
+    assert code == 0, out
+    assert "20 docs -> " in out and "(1 already done)" in out
+    shutil.move(new / "corpus", tmp_path / "elsewhere")
+    lines, data = info(capsys, "idx")
+    assert f"source {here} (sources.jsonl): 30 document(s) in 3 shard(s); not there now (moved or removed since it " \
+           "was ingested: ingest it from where it is to follow it)" in lines
+    assert (data["sources"][0]["recorded"], data["sources"][0]["there"]) == (None, False)

@@ -271,7 +271,8 @@ def test_index_info_names_each_source_and_the_folder_a_documents_path_is_from(tm
     assert main(["index", "info", "idx", "--json"]) == 0
     [source] = json.loads(capsys.readouterr().out)["sources"]
     assert {k: v for k, v in source.items() if k != "source_key"} == {
-        "op": "sources.files", "source": str(notes / "**" / "*"), "shards": 1, "docs": 2, "paths_from": str(notes)}
+        "op": "sources.files", "source": str(notes / "**" / "*"), "recorded": None, "there": True, "shards": 1,
+        "docs": 2, "paths_from": str(notes)}
     hit = Index.open(tmp_path / "home" / "indices" / "idx").search_bm25(["Nobel"], k=1)[0].docnos[0]
     assert (notes / Index.open(tmp_path / "home" / "indices" / "idx").documents([hit]).to_pylist()[0]["path"]).exists()
     (notes / "kea.md").unlink()
