@@ -206,6 +206,8 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"query encoder: exported '{encoder}' to ONNX ({seconds:.1f} s, once): dense queries skip torch")
     if r.resolved:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
+    if r.closed:
+        out.print(f"closed: {r.closed} failure(s) of files no longer there")
     retry = f"fix them, then: tessera ingest --index {shlex.quote(r.index)} --retry-failed"
     if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
         from flows.ingestion.errors import NothingIngestedError

@@ -67,13 +67,16 @@ class CheckedIngest:
     embed: dict[str, Any] | None
 
 
-def _check_sync(sync: bool, *, replace: bool, retry_failed: bool) -> None:
+def _check_sync(sync: bool, *, replace: bool, retry_failed: bool, source: Any) -> None:
+    """``sync`` with ``retry_failed`` retries the failures whose files are there and closes those whose files are
+    gone (``flows.ingestion.retry``), whatever source they came from: it takes no source."""
     if sync and replace:
         raise IngestError("sync=True makes the index's copy of the source follow it, replace=True ingests the source "
                           "again as one of its own, replacing documents with the same ids: choose one", field="sync")
-    if sync and retry_failed:
-        raise IngestError("a retry processes the failures in the ledger alone; to make the index follow a changed "
-                          "source, ingest it with sync=True and without retry_failed=True", field="sync")
+    if sync and retry_failed and isinstance(source, (str, os.PathLike)):
+        raise IngestError("a retry with sync=True retries the index's open failures and closes those of files no "
+                          "longer there, whatever source they came from; to make the index follow a changed source, "
+                          "ingest it with sync=True and without retry_failed=True", field="sync")
 
 
 def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
@@ -111,7 +114,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     except IndexStoreError as err:
         raise IngestError(err.message, field="index") from None
     exists = (index_path / "manifest.json").exists()
-    _check_sync(sync, replace=replace, retry_failed=retry_failed)
+    _check_sync(sync, replace=replace, retry_failed=retry_failed, source=source)
     if retry_failed:
         if not exists:
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")

@@ -29,6 +29,7 @@ class IngestReport:
     failures: int = 0            # documents failed in this run
     open_failures: int = 0       # failures in the ledger still to retry, after this run
     resolved: int = 0            # failures a retry put into the index
+    closed: int = 0              # failures of files no longer there, which a retry with sync closed
     docs_deleted: int = 0        # documents a sync deleted, which the source no longer has
     seconds: float = 0.0
     colbert_store: str | None = None  # precomputed ColBERT tokens built after ingestion (--colbert)

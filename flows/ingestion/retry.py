@@ -10,6 +10,7 @@ runs with ``replace``; so does a second copy of an id within the retry.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +29,7 @@ from flows.ingestion.where_now import in_this_home, now_path
 from operators.base import Source
 from operators.tables import concat
 
+log = logging.getLogger("tessera.ingest")
 #: How a retry replaces a live id, in the failure ledger (``failures.jsonl``), which a Python caller and a
 #: ``tessera ingest`` user both read: the parameter and the option, once each.
 REPLACE = "replace=True (tessera ingest --replace)"
@@ -39,6 +41,7 @@ Run = Any
 def retry(run: Run) -> Any:
     """Process the ledger's open failures, and only those: one new shard per source they came from."""
     started = time.perf_counter()
+    run.closed = set()  # with sync: the failures of files no longer there, closed
     failures = run.ledger.open_failures(run.finished())
     groups: dict[str, list[Failure]] = {}
     for failure in failures:
@@ -51,7 +54,9 @@ def retry(run: Run) -> Any:
             _retry_group(run, key, group, shards[key])
     report = run._finish(started)
     still = {f.id for f in run.ledger.open_failures(run.finished())}
-    report.resolved = sum(f.id not in still for f in failures)  # a file read again may fail on lines of its own
+    report.closed = len(run.closed)
+    # a file read again may fail on lines of its own; a closed failure is not in the index
+    report.resolved = sum(f.id not in still and f.id not in run.closed for f in failures)
     return report
 
 
@@ -64,6 +69,7 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
     """Failures of one source, into ``shard``, with that source's read step, chunking and encoder params."""
     staging = run.path / STAGING_DIR / key
     job = run.job
+    ids = {f.id for f in failures}
     recorded = read_staging_json(staging / "job.json")
     if recorded is not None:
         embed = None if run.job.embed is None else {**run.job.embed, **(recorded["embed"] or {})}
@@ -73,7 +79,16 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
     again: list[Failure] = []
     state = read_staging_json(staging / "state.json")
     read = _source_of(run, state) if any(f.stage == "read" and f.path for f in failures) else None
-    paths = {f.id: locate(now_path(f.path, state, run.path), read) for f in failures if f.stage == "read" and f.path}
+    paths = {}
+    for failure in [f for f in failures if f.stage == "read" and f.path]:
+        try:
+            paths[failure.id] = locate(now_path(failure.path, state, run.path), read)
+        except IngestError:
+            if not run.sync:
+                raise
+            run.closed.add(failure.id)  # its source no longer has it: closed, as a sync closes a removed file's
+    log_closed(failures, run.closed)
+    failures = [f for f in failures if f.id not in run.closed]
     lines = _read_lines(read, [(paths[f.id], f.line) for f in failures if f.id in paths and f.line])
     for failure in failures:
         if failure.id in paths:
@@ -93,7 +108,7 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
             found.append((failure, pa.Table.from_pylist([failure.record])))
     tables = _unique(run, found, again)
     docs = concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
-    run.ledger.record_retry(shard, [f.id for f in failures])
+    run.ledger.record_retry(shard, [f.id for f in failures] + sorted(run.closed & ids))
     started = time.perf_counter()
     rows = prepare(job, shard, docs)
     embedded = 0
@@ -101,6 +116,15 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
         rows, embedded, _ = Embedder(job, run.tracker.embedded)(rows)
     run._commit(write(job, run.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
                       started=started))
+
+
+def log_closed(failures: list[Failure], closed: set[str]) -> None:
+    """Say which files' failures a retry with sync closed, the files being no longer there."""
+    files = sorted({f.path for f in failures if f.id in closed and f.path})
+    if files:
+        log.warning("closed: %d failure(s) of %s, no longer there (retried with sync=True: its source no longer has "
+                    "it)", len(closed & {f.id for f in failures}), ", ".join(files[:5]) + (
+                        f" and {len(files) - 5} more" if len(files) > 5 else ""))
 
 
 def _read_lines(op: Source | None, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], pa.Table | Failure]:
@@ -160,7 +184,8 @@ def locate(path: str, op: Source) -> str:
     if not found.is_file():
         raise IngestError(f"cannot retry the failures read from {path}: {found} is not there; put the file back "
                           "(fixed) to retry them, or, where it moved, ingest it from there (that closes "
-                          "them, or makes them failures at that path)", field="source")
+                          "them, or makes them failures at that path); to close them, the file gone for good, retry "
+                          "with sync=True", field="source")
     return str(found)
 
 

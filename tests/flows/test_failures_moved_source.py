@@ -150,3 +150,24 @@ def test_index_info_names_a_source_where_it_moved_with_the_home_and_resumes_it_t
     assert f"source {here} (sources.jsonl): 30 document(s) in 3 shard(s); not there now (moved or removed since it " \
            "was ingested: ingest it from where it is to follow it)" in lines
     assert (data["sources"][0]["recorded"], data["sources"][0]["there"]) == (None, False)
+
+
+def test_retry_failed_with_sync_closes_the_failures_of_a_file_gone_for_good_and_retries_the_others(tmp_path, capsys):
+    index = tmp_path / "idx"
+    corpus(tmp_path / "gone" / "docs.jsonl")
+    lines = corpus(tmp_path / "kept" / "docs.jsonl")
+    lines = [line.replace('"_id": "', '"_id": "k-', 1) for line in lines]
+    (tmp_path / "kept" / "docs.jsonl").write_text("".join(lines[:4] + ["{not json\n"] + lines[5:]), encoding="utf-8")
+    for folder in ("gone", "kept"):
+        code, out = ingest(capsys, "--source", str(tmp_path / folder / "docs.jsonl"), "--index", str(index))
+        assert code == 0, out
+    shutil.rmtree(tmp_path / "gone")
+    (tmp_path / "kept" / "docs.jsonl").write_text("".join(lines), encoding="utf-8")
+    code, out = ingest(capsys, "--index", str(index), "--retry-failed")
+    assert code == 2 and f"{tmp_path / 'gone' / 'docs.jsonl'} is not there; put the file back (fixed)" in out, out
+    assert "to close them, the file gone for good, retry with --sync" in out
+    code, out = ingest(capsys, "--index", str(index), "--retry-failed", "--sync")
+    assert code == 0, out  # it said: a retry processes the failures in the ledger alone; ... without --retry-failed
+    assert "retried: 1 failure(s) now in the index" in out and "closed: 1 failure(s) of files no longer there" in out
+    assert open_failures_at(index) == []
+    assert "k-" + json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[4])["_id"] in live_ids(index)
