@@ -60,6 +60,7 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int | None,
     params = source_params(op)
     files, candidates = source_files(op, params), []
     present = {str(p) for p in files or ()}
+    failed = None  # the index's unreadable lines, read once: each candidate's first shard is compared without its own
     for key, state in _read_alike(op, params, index_path):
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
         # a sync that restaged it may have been cut short before its new first shard's commit: its retired ones are
@@ -72,7 +73,9 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int | None,
             if _moved_here(state, params, files):  # a folder moved, then edited in its first shard
                 return key
             order = files_read_order(files, params, state)  # their files first, in their order
-            skip = ids_here(Ledger(index_path).read_failures(source_shards(key, finished)), state, params)
+            failed = Ledger(index_path).read_failures(finished) if failed is None else failed
+            own = source_shards(key, finished)
+            skip = ids_here([f for f in failed if f.shard in own], state, params)
             candidates.append((key, first.get("digest"), first.get("docs") or state.get("shard_size"), order, skip))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
     for key, theirs, docs, order, skip in candidates:  # without the lines it failed on, fixed since or not

@@ -131,14 +131,18 @@ def failure_here(index_path: str | Path, resent: str | None = None, params: dict
     from flows.ingestion.staged_files import STAGING_DIR
     from flows.ingestion.unrecorded import source_key_of
 
+    states: dict[str, Any] = {}  # each source's staging state, read once
+
     def here(failure: Failure) -> str | None:
         key = source_key_of(failure.shard)
         if not failure.path or not key:
             return None
-        try:
-            state = json.loads((Path(index_path) / STAGING_DIR / key / "state.json").read_text())
-        except (OSError, ValueError):
-            state = None
+        if key not in states:
+            try:
+                states[key] = json.loads((Path(index_path) / STAGING_DIR / key / "state.json").read_text())
+            except (OSError, ValueError):
+                states[key] = None
+        state = states[key]
         now = location(params)
         if key == resent and now is not None and isinstance(state, dict):
             moved = _under(failure.path, location(state.get("params")), now)
