@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import warnings
@@ -96,9 +97,13 @@ def _router(alias: ModelAlias) -> Any:
         params: dict[str, Any] = {"model": alias.model}
         if alias.api_base:
             params["api_base"] = alias.api_base
-        for limit in ("rpm", "tpm", "max_parallel_requests"):
+        for limit in ("rpm", "tpm"):
             if getattr(alias, limit) is not None:
                 params[limit] = getattr(alias, limit)
+        # the alias's max_parallel_requests is ``_slot``'s: litellm's own (on async calls, else derived from rpm, tpm)
+        # refused a call past it with a 429 rather than wait (16 threads on `rpm: 4` lost 12 calls), and still counted
+        # a call abandoned at its total_timeout as in flight when the next one came
+        params["max_parallel_requests"] = sys.maxsize
         return Router(model_list=[{"model_name": "m", "litellm_params": params}], disable_cooldowns=True,
                       num_retries=alias.num_retries if alias.num_retries is not None else DEFAULT_RETRIES,
                       timeout=alias.timeout or DEFAULT_TIMEOUT)
