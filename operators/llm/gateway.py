@@ -37,16 +37,13 @@ from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, key_env, missing_file, provider_key_variable, resolve, unknown_model
 from operators.llm.failures import ErrorKind, UnusableStream, failure_detail, failure_kind
 from operators.llm.loading import loaded_once
-from operators.llm.whole_call import CallOverran, result_within, stream_within, warm
+from operators.llm.whole_call import CallOverran, default_limit, result_within, stream_within, warm
 from operators.redact import redact, remember_secret
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
-#: Past how many timeouts a call is abandoned when neither the call nor its alias sets ``total_timeout``: each attempt
-#: (``num_retries`` + 1) may take its timeout, and one more timeout covers litellm's backoffs.
-TOTAL_TIMEOUTS_PAST_ATTEMPTS = 1
 
 
 class Completion(BaseModel):
@@ -266,13 +263,13 @@ def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int)
 
 def total_limit(alias: ModelAlias, timeout: float | None, num_retries: int | None,
                 total_timeout: float | None) -> float:
-    """Seconds a call may take in all: the call's ``total_timeout``, else its alias's, else a timeout for each of its
-    attempts and one more (``TOTAL_TIMEOUTS_PAST_ATTEMPTS``: 240 s for the defaults, 60 s and 2 retries)."""
+    """Seconds a call may take in all: the call's ``total_timeout``, else its alias's, else what its timeout and
+    retries, with litellm's backoffs, allow (``whole_call.default_limit``: about 249 s for 60 s and 2 retries)."""
     if total_timeout or alias.total_timeout:
         return float(total_timeout or alias.total_timeout)  # type: ignore[arg-type]
     retries = num_retries if num_retries is not None else \
         alias.num_retries if alias.num_retries is not None else DEFAULT_RETRIES
-    return (timeout or alias.timeout or DEFAULT_TIMEOUT) * (retries + 1 + TOTAL_TIMEOUTS_PAST_ATTEMPTS)
+    return default_limit(timeout or alias.timeout or DEFAULT_TIMEOUT, retries)
 
 
 def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any],

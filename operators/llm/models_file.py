@@ -39,8 +39,8 @@ class ModelAlias(BaseModel):
     timeout: float | None = Field(None, gt=0, description="Seconds per attempt (litellm's timeout).")
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a transient error.")
     total_timeout: float | None = Field(None, gt=0, description="Seconds a call may take in all, its retries "
-                                        "included; past it the call is abandoned (default: the timeout times the "
-                                        "attempts, plus one).")
+                                        "included; past it the call is abandoned (default: the timeout and a second "
+                                        "for each attempt, one more timeout and litellm's backoffs).")
     rpm: int | None = Field(None, gt=0, description="Requests per minute (litellm Router's limit).")
     tpm: int | None = Field(None, gt=0, description="Tokens per minute (litellm Router's limit).")
     max_parallel_requests: int | None = Field(None, gt=0, description="Requests in flight at once.")

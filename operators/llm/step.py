@@ -57,8 +57,8 @@ class LLMParams(BaseModel):
     total_timeout: float | None = Field(None, gt=0, description="Seconds one call may take in all, its retries "
                                         "included (a server that writes a word now and then is not held to "
                                         "`timeout`); past it the call is abandoned and the query degraded. null takes "
-                                        "the alias's setting, else the timeout times (num_retries + 2): 240 s by "
-                                        "default.")
+                                        "the alias's setting, else the timeout (and a second) for each attempt, one "
+                                        "more timeout and litellm's backoffs: about 249 s by default.")
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a timeout, a rate limit or "
                                     "a server error; null takes the alias's setting (2 by default). Placed on a "
                                     "deployment: retries after a lost replica or a shed request only (null: 2).")

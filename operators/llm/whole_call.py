@@ -23,10 +23,34 @@ from operators.interrupt import checkpoint
 
 #: How often a waiting caller looks at its flow's cancel and the clock (seconds).
 POLL_S = 0.05
+#: Past how many timeouts a call is abandoned when neither the call nor its alias sets ``total_timeout``: each attempt
+#: (``num_retries`` + 1) may take its timeout, and one more timeout (litellm's backoffs are counted apart).
+TOTAL_TIMEOUTS_PAST_ATTEMPTS = 1
+#: Seconds past its timeout an attempt may take (its connection, litellm's own work, on a busy machine).
+ATTEMPT_SLACK_S = 1.0
 
 
 class CallOverran(Exception):
     """The call went on past its ``total_timeout``; it was abandoned."""
+
+
+def default_limit(timeout: float, retries: int) -> float:
+    """A call's ``total_timeout`` when none is set: a timeout and ``ATTEMPT_SLACK_S`` for each attempt, one more
+    timeout, and litellm's longest backoffs (248.75 s for 60 s and 2 retries). With the timeouts alone, a server that
+    refused, answered 503 or sent nothing past a timeout of a few seconds was abandoned in litellm's backoffs, "the
+    server kept it going", not the failure it was."""
+    return (timeout + ATTEMPT_SLACK_S) * (retries + 1) + timeout * TOTAL_TIMEOUTS_PAST_ATTEMPTS + _backoffs(retries)
+
+
+def _backoffs(retries: int) -> float:
+    """The longest litellm's Router sleeps between a call's attempts, and after its last one (it does, when it
+    retries at all): its exponential backoff and jitter (``litellm.utils.calculate_retry_after``; a server's
+    ``Retry-After`` of up to 60 s is waited out instead)."""
+    from litellm.constants import INITIAL_RETRY_DELAY, JITTER, MAX_RETRY_DELAY
+
+    if not retries:
+        return 0.0
+    return sum(min(INITIAL_RETRY_DELAY * 2 ** i, MAX_RETRY_DELAY) + JITTER for i in range(retries + 1))
 
 
 _loop: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None

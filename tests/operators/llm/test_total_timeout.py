@@ -71,8 +71,23 @@ def test_an_aliass_total_timeout_is_the_default_and_the_default_is_a_few_timeout
         complete("Which insects make honey?", model="capped", timeout=30, num_retries=0)
     assert err.value.kind == "timeout" and err.value.message.endswith(SAYS), err.value.message
     assert left(trickle)
-    assert total_limit(resolve("plain"), None, None, None) == 30 * 4  # each of 3 attempts, and one for the backoffs
-    assert total_limit(resolve("plain"), 10, 0, None) == 20 and total_limit(resolve("capped"), 10, 0, None) == 1
+    # each of 3 attempts and a second, one more timeout, and litellm's backoffs (0.5, 1 and 2 s, each and its jitter)
+    assert total_limit(resolve("plain"), None, None, None) == 31 * 3 + 30 + 3.5 + 3 * 0.75
+    assert total_limit(resolve("plain"), 10, 0, None) == 11 + 10 and total_limit(resolve("capped"), 10, 0, None) == 1
+
+
+@pytest.mark.parametrize("scenario, says, kind", [
+    ("slow", "the server sent nothing for 0.2 s (the timeout)", "timeout"),
+    ("refused", "connection refused: no server listens there", "connection"),
+    ("unavailable", "ServiceUnavailableError: the fault server is unavailable on purpose", "api")])
+def test_a_failure_through_litellms_retries_is_said_as_itself_not_as_the_default_total_timeout(fault_models, scenario,
+                                                                                               says, kind):
+    """With a short timeout, litellm's backoffs (0.5, 1, 2 s) outlasted the timeouts: the default total_timeout cut
+    the call in them and said "the server kept it going", a connection refused and a 503 a timeout."""
+    with pytest.raises(LLMError) as err:
+        complete("Which insects make honey?", model=f"fault-{scenario}", timeout=0.2, num_retries=2)
+    assert err.value.kind == kind and says in err.value.message, err.value.message
+    assert fault_models.attempts[scenario] == (0 if scenario == "refused" else 3)  # (every attempt made)
 
 
 @pytest.mark.parametrize("op, params, table", [
