@@ -38,6 +38,16 @@ def ingest(capsys, *args: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
+def ingested_then_moved(tmp_path: Path, index: Path, capsys) -> list[str]:
+    """The corpus ``a/docs.jsonl`` (its fifth line bad) ingested into ``index``, then its folder moved to ``b``."""
+    lines = corpus(tmp_path / "a" / "docs.jsonl")
+    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
+                       "--shard-size", "10")
+    assert code == 0, out
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    return lines
+
+
 def live_ids(index: Path) -> list[str]:
     from operators.store import Index
 
@@ -63,11 +73,7 @@ def test_retry_failed_in_a_moved_home_reads_the_file_that_moved_with_it(tmp_path
 
 def test_a_moved_corpus_with_its_failed_line_fixed_is_resumed_from_its_new_path_and_retried_there(tmp_path, capsys):
     index = tmp_path / "idx"
-    lines = corpus(tmp_path / "a" / "docs.jsonl")
-    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
-                       "--shard-size", "10")
-    assert code == 0, out
-    shutil.move(tmp_path / "a", tmp_path / "b")
+    lines = ingested_then_moved(tmp_path, index, capsys)
     corpus(tmp_path / "b" / "docs.jsonl", bad=False)
     code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index))
     assert code == 0, out  # it said: document(s) [...] are already live in IDX; ... tessera ingest --replace
@@ -82,11 +88,7 @@ def test_a_moved_corpus_with_its_failed_line_fixed_is_resumed_from_its_new_path_
 
 def test_a_moved_corpus_ingested_from_its_new_path_does_not_record_its_failed_line_again(tmp_path, capsys):
     index = tmp_path / "idx"
-    corpus(tmp_path / "a" / "docs.jsonl")
-    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
-                       "--shard-size", "10")
-    assert code == 0, out
-    shutil.move(tmp_path / "a", tmp_path / "b")
+    ingested_then_moved(tmp_path, index, capsys)
     code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index))
     assert code == 0, out  # it made a shard of the line alone: "no document was ingested: all 1 failed" (exit 1)
     assert "left out" not in out
@@ -99,11 +101,7 @@ def test_a_moved_corpus_ingested_from_its_new_path_does_not_record_its_failed_li
 
 def test_replace_from_the_new_path_closes_the_failures_of_the_corpus_it_moved_from(tmp_path, capsys):
     index = tmp_path / "idx"
-    lines = corpus(tmp_path / "a" / "docs.jsonl")
-    code, out = ingest(capsys, "--source", str(tmp_path / "a" / "docs.jsonl"), "--index", str(index),
-                       "--shard-size", "10")
-    assert code == 0, out
-    shutil.move(tmp_path / "a", tmp_path / "b")
+    lines = ingested_then_moved(tmp_path, index, capsys)
     corpus(tmp_path / "b" / "docs.jsonl", bad=False)
     code, out = ingest(capsys, "--source", str(tmp_path / "b" / "docs.jsonl"), "--index", str(index), "--replace")
     assert code == 0, out

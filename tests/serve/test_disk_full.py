@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.process, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
 
-SCRIPT = """
+#: The start of each script: a home with an (empty) index ``news``, named before Tessera is imported.
+HOME = """
 import json, os, resource, sys
 from pathlib import Path
 
@@ -29,6 +30,9 @@ home = root / "home"
 (home / "indices" / "news").mkdir(parents=True)
 (home / "indices" / "news" / "manifest.json").write_text("{}")
 os.environ["TESSERA_HOME"] = str(home)
+"""
+
+SCRIPT = HOME + """
 from fastapi.testclient import TestClient
 
 from serve.api import app
@@ -122,15 +126,7 @@ def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
     assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
 
 
-CHAT_SCRIPT = """
-import json, os, resource, sys
-from pathlib import Path
-
-root = Path(sys.argv[1])
-home = root / "home"
-(home / "indices" / "news").mkdir(parents=True)
-(home / "indices" / "news" / "manifest.json").write_text("{}")
-os.environ["TESSERA_HOME"] = str(home)
+CHAT_SCRIPT = HOME + """
 from fastapi.testclient import TestClient
 
 from operators.llm.testing import KEY_ENV, FaultServer
