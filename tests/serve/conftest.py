@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from operators.testing import JsonHandler
+from serve.chat import chat, chat_flows, cohere_chat
 from serve.tasks.results import progress_body
 from serve.tasks.taskstore import TaskStore
 
@@ -433,3 +434,25 @@ class WatchedStore(TaskStore):
         written = super().update(task_id, **values)
         self.answers.append(progress_body(self.task(task_id, None))["progress"])
         return written
+
+
+def chat_app() -> Any:
+    """An app with only the chat routes (OpenAI's ``/v1/chat/completions``, Cohere's ``/v2/chat``) over the current
+    service, with the service's error handlers and no key guard: a chat body's checks, seen as a client sees them.
+    (``chat`` and ``cohere_chat`` are imported with the module: FastAPI reads the routes' annotations there.)"""
+    from fastapi import FastAPI
+
+    from serve.http import error_handlers
+
+    app = FastAPI()
+    error_handlers.install(app)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: chat.ChatRequest) -> Any:
+        return await chat_flows.flow_response(chat.chat_target(body.model, {}, "local"), body, "local")
+
+    @app.post("/v2/chat")
+    async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:
+        return await cohere_chat.respond(body, chat.chat_target(body.model, {}, "local"), None, "local")
+
+    return app

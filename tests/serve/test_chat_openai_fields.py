@@ -9,15 +9,12 @@ here stops at the body's checks)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import openai
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve.chat import chat, chat_flows
-from serve.http import error_handlers
+from tests.serve.conftest import chat_app
+
 
 #: A conversation with no user message: past every field's check, the flow refuses it (param ``messages``).
 NO_QUESTION = [{"role": "system", "content": "Be brief."}]
@@ -26,14 +23,7 @@ NO_QUESTION = [{"role": "system", "content": "Be brief."}]
 @pytest.fixture
 def client(make_service) -> openai.OpenAI:
     make_service()
-    app = FastAPI()
-    error_handlers.install(app)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(body: chat.ChatRequest) -> Any:
-        return await chat_flows.flow_response(chat.chat_target(body.model, {}, "local"), body, "local")
-
-    return openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=TestClient(app),
+    return openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=TestClient(chat_app()),
                          max_retries=0)
 
 

@@ -10,14 +10,12 @@ flow runs)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve.chat import chat, chat_flows, cohere_chat
-from serve.http import error_handlers
+from serve.chat import chat, cohere_chat
+from tests.serve.conftest import chat_app
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 
@@ -25,18 +23,7 @@ QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 @pytest.fixture
 def client(make_service):
     make_service()
-    app = FastAPI()
-    error_handlers.install(app)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(body: chat.ChatRequest) -> Any:
-        return await chat_flows.flow_response(chat.chat_target(body.model, {}, "local"), body, "local")
-
-    @app.post("/v2/chat")
-    async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:
-        return await cohere_chat.respond(body, chat.chat_target(body.model, {}, "local"), None, "local")
-
-    return TestClient(app)
+    return TestClient(chat_app())
 
 
 def refused(client: TestClient, path: str, body: dict) -> dict:
