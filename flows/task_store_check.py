@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from operators.disk_refusal import refused_by
+from operators.disk_refusal import refusal, refused_by
 from operators.errors import one_line
 
 #: Seconds a PostgreSQL connection may take to open (libpq's ``connect_timeout``): a host that drops packets, rather
@@ -51,6 +51,15 @@ def disk_refused(err: BaseException) -> bool:
     return refused_by(err) is not None
 
 
+def refused_words(err: BaseException) -> str | None:
+    """Where the store's disk refused a write (``disk_refused``), what to say instead of the driver's bare
+    ``disk I/O error`` (which read as a broken store or URL): that the disk refused it, and what to do; else None."""
+    if not disk_refused(err):
+        return None
+    said = refusal(err) or "the disk is full, or at a quota or file size limit"
+    return f"its disk refused a write ({said}; {driver_error(err, 200)}): free space there"
+
+
 def task_store_problem(url: str, *, default: bool = False) -> str | None:
     """Why the task store at ``url`` cannot be opened, in one line (None: it opens). A SQLite file is opened (its
     folder made) without making tables; another database is connected to within ``CONNECT_TIMEOUT_S`` and asked
@@ -67,6 +76,8 @@ def task_store_problem(url: str, *, default: bool = False) -> str | None:
         with closing(sqlite3.connect(path)) as db:
             db.execute("PRAGMA schema_version")  # fails on a file that is no database
     except (OSError, sqlite3.Error) as err:
+        if refused := refused_words(err):  # SQLite could not make its -shm (or journal) file: the disk, not the store
+            return f"the task store {path}{note} cannot be opened: {refused}, then run the command again"
         blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
         problem = f"{blocking} is a file, not a folder" if blocking else getattr(err, "strerror", None) or err
         return f"the task store {path}{note} cannot be opened: {problem}"

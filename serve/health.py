@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from serve.schemas import ModelCard
 from serve.http.server_paths import without_server_paths
+from flows.task_store_check import refused_words
 from serve.tasks.taskstore import TaskStore, driver_error, shown_url
 
 T = TypeVar("T")
@@ -175,7 +176,9 @@ def store_problem(store: TaskStore) -> str | None:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except Exception as err:  # noqa: BLE001  (any driver's error: the store is not usable, and why)
-        return f"task_store: {shown_url(store.url)} does not answer ({driver_error(err, 300)})"
+        refused = refused_words(err)  # a full disk: say so, not a bare "disk I/O error"
+        return f"task_store: {shown_url(store.url)} does not answer" + (f": {refused}" if refused else
+                                                                        f" ({driver_error(err, 300)})")
     return None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flows.task_store_check import driver_error, shown_url
+from flows.task_store_check import driver_error, refused_words, shown_url
 from operators.errors import SpecError
 from serve.http.server_paths import without_server_paths
 from serve.tasks.task_rows import FINAL, UNFINISHED, task_row
@@ -58,7 +58,9 @@ class TaskStore(IndexRows):
         try:
             self.engine = make_engine(url)
         except (OSError, ImportError, sa.exc.SQLAlchemyError) as err:  # a folder that is a file, no driver, server down
-            raise TaskStoreError(f"the task store {shown_url(url)} cannot be opened ({driver_error(err)})",
+            refused = refused_words(err)  # a full disk: say so, not a bare "disk I/O error"
+            said = f": {refused}" if refused else f" ({driver_error(err)})"
+            raise TaskStoreError(f"the task store {shown_url(url)} cannot be opened{said}",
                                  field="task_store") from None
 
     # -- tasks --------------------------------------------------------------------------
