@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from flows.cache_folder import MARKER, holds_other_files, later_layout, reading_connection, write_marker
+from flows.cache_folder import (MARKER, heap_reading_connection, holds_other_files, later_layout, reading_connection,
+                                write_marker)
 from operators.disk_refusal import refused_by
 from operators.errors import CacheError
 
@@ -211,6 +212,13 @@ class CacheDatabase:
         conn = reading_connection(database)
         try:
             conn.execute("PRAGMA query_only = ON")
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read makes the -shm file
+            except sqlite3.OperationalError as err:
+                if not disk_refused(err):
+                    raise
+                conn.close()
+                conn = self._read_without_shm(database)
             yield conn
         except sqlite3.DatabaseError as err:
             if isinstance(err, sqlite3.OperationalError) and "no such table" not in str(err):
@@ -219,6 +227,21 @@ class CacheDatabase:
                              "--cache-dir", field="cache_dir") from None
         finally:
             conn.close()
+
+    def _read_without_shm(self, database: Path) -> sqlite3.Connection:
+        """A connection that reads ``database`` where the disk refused its -shm file (``heap_reading_connection``),
+        or a ``CacheError`` in one line saying the disk refused and what to do."""
+        conn = None
+        try:
+            conn = heap_reading_connection(database)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as err:  # e.g. locked: a run holds it (then its -shm is there)
+            if conn is not None:
+                conn.close()
+            raise CacheError(f"cache directory {self.root}: its disk refused a write, so {database.name} could not "
+                             f"be read ({err}): free space there (tessera cache prune frees space without reading "
+                             "it), then run the command again", field="cache_dir") from None
 
     def close(self) -> None:
         """Close this thread's database connection (the next use opens it again)."""

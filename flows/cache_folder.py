@@ -112,3 +112,15 @@ def reading_connection(database: Path) -> sqlite3.Connection:
     caller sets query_only), the last to close, removes them."""
     held = database.with_name(database.name + "-wal").exists()
     return sqlite3.connect(f"{database.as_uri()}?mode=ro" if held else database, uri=held, timeout=60)
+
+
+def heap_reading_connection(database: Path) -> sqlite3.Connection:
+    """A connection that reads the cache's database without its -shm file, for a disk that refuses to make or grow
+    it (full, over quota, ``ulimit -f``): ``tessera cache info`` and ``explain`` said SQLite's "disk I/O error".
+    In exclusive locking mode SQLite keeps the WAL's index in this process's memory (sqlite.org/wal.html), so the
+    -wal file's entries are read too; the lock is held only while the command reads. On close SQLite may fold the
+    -wal into the database, as a run's last connection does, where the disk lets it."""
+    conn = sqlite3.connect(database, timeout=5, isolation_level=None)
+    conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    conn.execute("PRAGMA query_only = ON")
+    return conn

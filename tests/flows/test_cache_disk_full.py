@@ -109,3 +109,44 @@ def test_a_prune_on_a_full_disk_frees_the_space_it_removes(bm25_index, tmp_path,
     info = subprocess.run([sys.executable, "-m", "flows", "cache", "info", "--cache-dir", str(cache), "--json"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert json.loads(info.stdout)["files"] == 1, info.stdout
+
+
+@pytest.mark.process
+@pytest.mark.slow  # a run, then info and explain twice each, each a process
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["a-run-left-its-wal", "database-closed"])
+def test_cache_info_and_explain_on_a_full_disk_answer_as_with_room(bm25_index, tmp_path, checkpointed):
+    """``tessera cache info`` and ``explain`` only read, yet on a full disk they ended ``tessera: internal error:
+    OperationalError: disk I/O error`` (exit 1): SQLite could not make or grow the database's -shm file. They now
+    read it with the WAL's index in memory and answer as they do with room, leaving the cache's files as they were."""
+    cache = tmp_path / "cache"
+    env = {**_env(), "TESSERA_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+    run = [sys.executable, "-m", "flows", "run", "bm25", "--index", str(bm25_index), "--cache-dir", str(cache),
+           "--executor", "local", "--quiet", "--queries", "classical music"]
+    assert subprocess.run(run, capture_output=True, text=True, timeout=300, env=env).returncode == 0
+    if checkpointed:  # the last connection closed: its -wal folded into the database, no -wal or -shm left
+        with closing(sqlite3.connect(cache / "index.sqlite")) as conn:
+            conn.execute("SELECT count(*) FROM units").fetchall()
+    else:  # a run's process ended holding it: its entries are in the -wal file only
+        (cache / "index.sqlite-shm").unlink(missing_ok=True)
+    assert (cache / "index.sqlite-wal").exists() != checkpointed
+    info = [sys.executable, "-m", "flows", "cache", "info", "--cache-dir", str(cache), "--json"]
+    explain = [sys.executable, "-m", "flows", "cache", "explain", "bm25", "--index", str(bm25_index), "--cache-dir",
+               str(cache)]
+    for command in (info, explain):
+        held = _held(cache)
+        full = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env,
+                              preexec_fn=_no_file_may_grow)
+        assert full.returncode == 0 and "tessera:" not in full.stderr, full.stderr
+        assert _held(cache) == held  # what the cache holds, as it was
+        room = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert room.returncode == 0 and full.stdout == room.stdout, (full.stdout, room.stdout)
+        if command is info:
+            assert json.loads(full.stdout)["files"] == 1, full.stdout
+        else:
+            assert "last run   1 units, 0 hits (0%)" in full.stdout, full.stdout
+
+
+def _held(cache) -> dict[str, int]:
+    """The cache's files that hold bytes, and how many (SQLite may leave an empty -wal or -shm where it made one)."""
+    return {path.name: path.stat().st_size for path in cache.iterdir() if path.is_file() and path.stat().st_size
+            and not path.name.endswith("-shm")}
