@@ -40,6 +40,7 @@ from typing import Any
 from operators.errors import one_line
 # alive, stop, release: a task's worker, for the service, ``serve.tasks.spare`` and the tests too
 from serve.tasks.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
+from serve.tasks.refused_writes import failure, finish_with_result
 from serve.tasks.task_rows import WriteThrottle, new_task_id, pending_progress
 from serve.tasks.taskstore import TaskStore
 
@@ -133,30 +134,13 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     except TesseraError as err:
         store.finish(task_id, "failed", error=str(err))
     except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)
-        store.finish(task_id, "failed", error=f"{type(err).__name__}: {err}")
+        store.finish(task_id, "failed", error=failure(task_id, err))
     else:
         if result.table.num_rows > max_result_rows:
             store.finish(task_id, "failed", error=f"max_result_rows: the result has {result.table.num_rows} rows, "
                          f"over the limit max_result_rows={max_result_rows}; keep fewer (a postprocess.reduce step)")
         else:
-            _finish_with_result(store, task_id, task_result(result, row["queries"]))
-
-
-def _finish_with_result(store: TaskStore, task_id: str, result: dict[str, Any]) -> None:
-    """Store a finished task's result; where the disk refuses it (full: a result is the task's largest write), the
-    task fails saying so in a line, where it failed with SQLAlchemy's ``OperationalError: (sqlite3.OperationalError)
-    database or disk is full (Background on this error at: ...)``. A failure too big for the disk raises as before."""
-    from serve.http.disk_full import refused_write
-
-    try:
-        store.finish(task_id, "finished", result=result)
-    except Exception as err:  # noqa: BLE001  (only the disk's refusal is answered here)
-        if (refused := refused_write(err)) is None:
-            raise
-        log.warning("task %s: its result could not be stored (%s)", task_id, refused[1])
-        store.finish(task_id, "failed", error=f"the result could not be stored: {refused[0]} could not be written "
-                     "(the server's disk is full, or at a quota or file size limit); run the task again once the "
-                     "service's operator has freed space")
+            finish_with_result(store, task_id, task_result(result, row["queries"]))
 
 
 def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> bool:

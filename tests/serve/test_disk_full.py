@@ -126,6 +126,54 @@ def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
     assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
 
 
+PROGRESS_SCRIPT = """
+import json, os, resource, signal, sys
+from pathlib import Path
+
+root, corpus = Path(sys.argv[1]), sys.argv[2]
+os.environ["TESSERA_HOME"] = str(root / "home")
+from flows.api import ingest
+from serve.tasks.taskrunner import run_to_end
+from serve.tasks.taskstore import TaskStore
+
+index = str(root / "idx")
+ingest(corpus, index, settings={"dense": False}, executor="local", progress=False)
+store = TaskStore(f"sqlite:///{root / 'tasks.db'}")
+spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": index, "k": 3}}}}
+task = store.create_task("local", "mine", spec, [{"qid": "1", "query": "music"}], ["bm25"])
+grown = max(os.path.getsize(p) for p in root.glob("tasks.db*"))
+refused = []
+
+def space_freed(*_):  # the disk refused a write (SIGXFSZ), then its operator freed space: later writes succeed
+    refused.append(True)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+signal.signal(signal.SIGXFSZ, space_freed)
+# room for the write that marks the task running (two WAL frames of 4 KiB), not for its first progress write
+resource.setrlimit(resource.RLIMIT_FSIZE, (grown + 10000, resource.RLIM_INFINITY))
+ended = run_to_end(store, task, 100000)
+row = store.task(task, None)
+print(json.dumps({"refused": refused == [True], "status": row["status"], "error": row["error"],
+                  "log": row["log"][1:]}))
+"""
+
+
+def test_a_progress_write_the_disk_refuses_fails_its_task_saying_so(tmp_path):
+    """A task whose progress the task store's disk refused mid-run failed with SQLAlchemy's text, ``OperationalError:
+    (sqlite3.OperationalError) disk I/O error [SQL: UPDATE tasks SET ...] [parameters: ...] (Background on this
+    error at: ...)``; now with one line saying the disk refused. The disk takes writes again (the refusal's
+    SIGXFSZ lifts the file size limit), so the failure itself is stored."""
+    done = subprocess.run([sys.executable, "-c", PROGRESS_SCRIPT, str(tmp_path), str(SAMPLE)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    said = ("the task stopped: the task store could not be written (the server's disk is full, or at a quota or file "
+            "size limit); run the task again once the service's operator has freed space")
+    assert out == {"refused": True, "status": "failed", "error": said, "log": ["running on Ray", f"failed: {said}"]}, \
+        out
+
+
 CHAT_SCRIPT = HOME + """
 from fastapi.testclient import TestClient
 
