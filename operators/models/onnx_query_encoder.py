@@ -22,6 +22,7 @@ it (exporting when missing) and fails with the reason when it cannot apply.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -317,7 +318,7 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
             finally:
                 (folder / f".model.{child.pid}.onnx").unlink(missing_ok=True)  # left by a child killed outright
     finally:
-        lock.release()
+        _remove_failed_export(folder, lock)
     checkpoint()  # a terminal's Ctrl-C ended the child too: the run stops, no "could not export" warning
     if child.returncode == NOT_ON_CPU:
         log.debug("no query-encoder export for '%s': %s", reference, errors.strip())
@@ -327,6 +328,20 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
         reason = ([line for line in errors.splitlines() if line.strip()] or [f"exit status {child.returncode}"])[-1]
         raise ExportFailed(reason)
     return folder / "model.onnx"
+
+
+def _remove_failed_export(folder: Path, lock: Any) -> None:
+    """Release ``lock``; where no export was made (a full disk refused it, the child failed or was stopped), remove
+    the empty export folder and the lock file, which stayed behind for good. A process still waiting on the removed
+    lock file may export beside a newcomer: each writes its own temporary file and renames it, so one wins whole."""
+    with contextlib.suppress(OSError):
+        if not (folder / "model.onnx").is_file():
+            folder.rmdir()  # only an empty one: a folder holding anything is left as it is
+    made = (folder / "model.onnx").is_file()
+    lock.release()
+    if not made:
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink(missing_ok=True)
 
 
 def wait_for_child(child: subprocess.Popen, timeout: float) -> str:
