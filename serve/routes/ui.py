@@ -22,9 +22,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 from starlette.types import Scope
 
+from serve.security.auth import UI_PATH
+
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
-#: Where the page lives below the app's route prefix.
-UI_PATH = "/ui"
 
 router = APIRouter(tags=["ui"])
 

@@ -31,10 +31,11 @@ from operators.errors import see_docs
 from serve.http.errors import error_response
 from serve.http.middleware import HttpMiddleware, StartTracker
 from serve.security.revocations import RevocationsUnreadable
-from serve.routes.ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
 
+#: Where the web UI lives below the app's route prefix (serve/routes/ui.py serves it there).
+UI_PATH = "/ui"
 #: Routes that answer without a key: the health check, the web UI's page and its files (serve/routes/ui.py),
 #: whose every call to the API carries the key typed into it, and the API's description with its pages (whose
 #: "Authorize" button takes the key for the calls tried from them).
