@@ -4,9 +4,9 @@ litellm's ``timeout`` bounds each wait for the server's next bytes, so a server 
 seconds, or keep-alive bytes, held a call (a step, a chat's answer) for as long as it went on. httpx has no limit for
 a whole request, and a blocked read of a sync call cannot be stopped from outside. So a call to a server runs as
 litellm's async call (the Router's ``acompletion``: its retries and their backoff are litellm's, as before) on one
-event loop per process, and the caller waits for it, checking its flow's cancel: past the limit the task is
-cancelled, which closes its HTTP connection and ends litellm's retries with it (a cancel is never retried), so no
-thread or request is left behind. A streamed reply comes back to the caller's thread chunk by chunk.
+event loop per process, and the caller waits for it (checking its flow's cancel while a reply streams): past the
+limit the task is cancelled, which closes its HTTP connection and ends litellm's retries with it (a cancel is never
+retried), so no thread or request is left behind. A streamed reply comes back to the caller's thread chunk by chunk.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def _items(call: Callable[[], Awaitable[Any]], stream: bool | None,
             try:
                 kind, item = items.get(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
             except queue.Empty:
-                checkpoint()
+                if stream:  # a cancel stops a stream between chunks; a reply being written is let finish (in its
+                    checkpoint()  # deadline), so a rerun after a Ctrl-C reads it back instead of asking again
                 if time.monotonic() >= deadline:
                     raise CallOverran() from None
                 continue
