@@ -35,11 +35,12 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from flows.cache_code import module_digests
-from flows.cache_database import SCHEMA, CacheDatabase, CacheUnwritable, disk_refused, unwritable
+from flows.cache_database import SCHEMA, CacheDatabase, CacheUnwritable, unwritable
 from flows.cache_folder import MARKER, is_cache_dir, later_layout, remove_cache_files
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
+from operators.disk_refusal import refused_by
 from operators.errors import CacheError  # defined there for flows.cache_prune; importable from here
 
 #: Keys live in ``flows.cache_keys``, the folder's rules in ``flows.cache_folder``; ``step_key``, ``row_unit_keys``
@@ -198,14 +199,14 @@ class StepCache(CacheDatabase):
 
     @contextlib.contextmanager
     def _or_said(self) -> Iterator[None]:
-        """A write the disk refuses (``disk_refused``; the database it would not let be made) is said once and left
+        """A write the disk refuses (``refused_by``; the database it would not let be made) is said once and left
         out: the run goes on."""
         try:
             yield
         except CacheUnwritable as err:
             self._unwritable(err)
         except sqlite3.OperationalError as err:
-            if not disk_refused(err):
+            if not refused_by(err):
                 raise
             self._unwritable(err)
 

@@ -65,7 +65,8 @@ def _connect_when_free(database: Path) -> sqlite3.Connection:
             return conn
         except sqlite3.OperationalError as err:
             conn.close()
-            if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
+            waiting = str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+            if not waiting or time.monotonic() > deadline:
                 raise
         except BaseException:
             conn.close()
@@ -94,15 +95,9 @@ def unwritable(root: Path) -> str | None:
     return None
 
 
-def disk_refused(err: BaseException) -> bool:
-    """Whether a write failed for want of room (a full disk, a quota, a file size limit), or SQLite said its disk
-    failed it (``operators.disk_refusal.refused_by``)."""
-    return refused_by(err) is not None
-
-
 class CacheUnwritable(CacheError):
-    """The disk refused to make or open the cache's files (``disk_refused``): not the folder's fault, and no reason to
-    stop a run, which goes on without the cache (``StepCache`` says so once)."""
+    """The disk refused to make or open the cache's files (``operators.disk_refusal.refused_by``): not the folder's
+    fault, and no reason to stop a run, which goes on without the cache (``StepCache`` says so once)."""
 
     def __init__(self, root: Path, err: BaseException):
         self.strerror = getattr(err, "strerror", None) or str(err)
@@ -187,7 +182,7 @@ class CacheDatabase:
             write_marker(root)
             return _connect_when_free(root / "index.sqlite")
         except (sqlite3.DatabaseError, OSError) as err:
-            if disk_refused(err):  # the disk's doing, not the file's: "move it away" would have lost a good cache
+            if refused_by(err):  # the disk's doing, not the file's: "move it away" would have lost a good cache
                 raise CacheUnwritable(root, err) from None
             if isinstance(err, sqlite3.OperationalError):  # a lock held past the wait: not the file's fault either
                 raise CacheError(f"cache directory {root}: {root / 'index.sqlite'} could not be opened ({err})",
@@ -215,7 +210,7 @@ class CacheDatabase:
             try:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read makes the -shm file
             except sqlite3.OperationalError as err:
-                if not disk_refused(err):
+                if not refused_by(err):
                     raise
                 conn.close()
                 conn = self._read_without_shm(database)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from flows.cache_database import disk_refused
+from operators.disk_refusal import refused_by
 from operators.errors import CacheError, short_repr
 
 #: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
@@ -160,7 +160,7 @@ def prune(conn: sqlite3.Connection | None, data: Path, *, max_bytes: Any, older_
         try:
             units += _forget_files(conn, chunk)
         except sqlite3.OperationalError as err:
-            if not disk_refused(err):
+            if not refused_by(err):
                 raise
             # a full disk has no room to record the deletion, so the files go first (a unit whose file is gone is
             # a miss, dropped when a run reads it), then their entries in the room they left: the prune that frees

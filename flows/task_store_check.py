@@ -45,16 +45,11 @@ def driver_error(err: BaseException, limit: int | None = None) -> str:
     return one_line(f"{type(cause).__name__}: {cause}", limit)
 
 
-def disk_refused(err: BaseException) -> bool:
-    """Whether the store's disk refused a write (full, over quota, at a file size limit: SQLite's ``SQLITE_FULL``
-    and ``SQLITE_IOERR``, PostgreSQL's ``disk_full``), not the store or its URL (``operators.disk_refusal``)."""
-    return refused_by(err) is not None
-
-
 def refused_words(err: BaseException) -> str | None:
-    """Where the store's disk refused a write (``disk_refused``), what to say instead of the driver's bare
-    ``disk I/O error`` (which read as a broken store or URL): that the disk refused it, and what to do; else None."""
-    if not disk_refused(err):
+    """Where the store's disk refused a write (full, over quota, a file size limit: ``refused_by``), what to say
+    instead of the driver's bare ``disk I/O error`` (which read as a broken store or URL): that the disk refused it,
+    and what to do; else None."""
+    if not refused_by(err):
         return None
     said = refusal(err) or "the disk is full, or at a quota or file size limit"
     return f"its disk refused a write ({said}; {driver_error(err, 200)}): free space there"

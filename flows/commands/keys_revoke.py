@@ -108,7 +108,8 @@ def open_store(url: str):
     import sqlalchemy as sa
 
     from flows.key_revocations import make_table
-    from flows.task_store_check import connect_args, disk_refused, driver_error, shown_url
+    from flows.task_store_check import connect_args, driver_error, shown_url
+    from operators.disk_refusal import refused_by
     from operators.home import tessera_home
 
     parsed = sa.engine.make_url(url)
@@ -121,7 +122,7 @@ def open_store(url: str):
         engine = sa.create_engine(url, connect_args={"timeout": 30} if sqlite else connect_args(parsed))
         make_table(engine)
     except (OSError, ImportError, sa.exc.SQLAlchemyError) as err:
-        if disk_refused(err):  # the disk's doing, not the config's
+        if refused_by(err):  # the disk's doing, not the config's
             raise full_store(url, err) from None
         raise CliError(f"the task store {shown_url(url)} cannot be opened ({driver_error(err)})",
                        field="--config") from None
@@ -143,12 +144,12 @@ def writing(url: str) -> Iterator[None]:
     """A write to the task store at ``url`` whose disk refuses it raises ``full_store``'s error."""
     import sqlalchemy as sa
 
-    from flows.task_store_check import disk_refused
+    from operators.disk_refusal import refused_by
 
     try:
         yield
     except (OSError, sa.exc.SQLAlchemyError) as err:
-        if not disk_refused(err):
+        if not refused_by(err):
             raise
         raise full_store(url, err) from None
 
