@@ -334,10 +334,10 @@ def _remove_failed_export(folder: Path, lock: Any) -> None:
     """Release ``lock``; where no export was made (a full disk refused it, the child failed or was stopped), remove
     the empty export folder and the lock file, which stayed behind for good. A process still waiting on the removed
     lock file may export beside a newcomer: each writes its own temporary file and renames it, so one wins whole."""
-    with contextlib.suppress(OSError):
-        if not (folder / "model.onnx").is_file():
-            folder.rmdir()  # only an empty one: a folder holding anything is left as it is
     made = (folder / "model.onnx").is_file()
+    if not made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only an empty one: a folder holding anything is left as it is
     lock.release()
     if not made:
         with contextlib.suppress(OSError):

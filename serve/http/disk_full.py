@@ -17,6 +17,11 @@ import sqlite3
 from operators.disk_refusal import refused_by
 
 
+def not_written(where: str) -> str:
+    """How a client is told that ``where`` (``refused_write``'s words) could not be written, and why."""
+    return f"{where} could not be written (the server's disk is full, or at a quota or file size limit)"
+
+
 def refused_write(err: BaseException) -> tuple[str, BaseException] | None:
     """What the disk refused to let be written, in words for a client ("the task store", "a file of the service"),
     and the error in ``err``'s chain that says so; None for any other failure (``serve.http.errors`` answers it 507)."""

@@ -146,17 +146,16 @@ def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
 def insufficient_storage(what: str, err: BaseException) -> ApiError | None:
     """The 507 of a request whose write the server's disk refused (``serve.http.disk_full``); None for any other
     failure. The log names the error, with its file, for the operator; the client, what could not be written."""
-    from serve.http.disk_full import refused_write
+    from serve.http.disk_full import not_written, refused_write
 
     if (refused := refused_write(err)) is None:
         return None
     where, cause = refused
     log.warning("request %s: %s: %s could not be written (%s): the disk refused it; answered 507", request_id(),
                 what, where, cause)
-    return ApiError(507, f"{what}: {where} could not be written (the server's disk is full, or at a quota or file "
-                    "size limit): nothing of this request was stored, and what was stored before is as it was; send it "
-                    "again once the service's operator has freed space", kind="server_error",
-                    code="insufficient_storage")
+    return ApiError(507, f"{what}: {not_written(where)}: nothing of this request was stored, and what was stored "
+                    "before is as it was; send it again once the service's operator has freed space",
+                    kind="server_error", code="insufficient_storage")
 
 
 #: The Retry-After of a model deployment that has no replica to answer now: Serve starts another (a killed one was

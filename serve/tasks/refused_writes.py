@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from serve.http.disk_full import refused_write
+from serve.http.disk_full import not_written, refused_write
 from serve.tasks.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
@@ -29,8 +29,7 @@ def finish_with_result(store: TaskStore, task_id: str, result: dict[str, Any]) -
         if (refused := refused_write(err)) is None:
             raise
         log.warning("task %s: its result could not be stored (%s)", task_id, refused[1])
-        store.finish(task_id, "failed", error=f"the result could not be stored: {refused[0]} could not be written "
-                     f"(the server's disk is full, or at a quota or file size limit); {AGAIN}")
+        store.finish(task_id, "failed", error=f"the result could not be stored: {not_written(refused[0])}; {AGAIN}")
 
 
 def failure(task_id: str, err: Exception) -> str:
@@ -38,5 +37,4 @@ def failure(task_id: str, err: Exception) -> str:
     if (refused := refused_write(err)) is None:
         return f"{type(err).__name__}: {err}"
     log.warning("task %s stopped: the disk refused a write (%s)", task_id, refused[1])
-    return (f"the task stopped: {refused[0]} could not be written (the server's disk is full, or at a quota or file "
-            f"size limit); {AGAIN}")
+    return f"the task stopped: {not_written(refused[0])}; {AGAIN}"
