@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -40,7 +40,8 @@ from flows.cache_folder import MARKER, is_cache_dir, later_layout, remove_cache_
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from flows.cache_prune import forget_calls, transaction
 from operators.base import Operator
-from operators.disk_refusal import refused_by
+from operators.byte_sizes import format_bytes
+from operators.disk_refusal import refusal, refused_by
 from operators.errors import CacheError  # defined there for flows.cache_prune; importable from here
 
 #: Keys live in ``flows.cache_keys``, the folder's rules in ``flows.cache_folder``; ``step_key``, ``row_unit_keys``
@@ -73,11 +74,14 @@ class StepCache(CacheDatabase):
         self.root = Path(os.path.expanduser(root)) if root else default_cache_dir()
         self._local = threading.local()
         self._touched: dict[str, float] = {}  # when this process last marked a file used
-        self._said_unwritable = False
-        self._off: str | None = None  # why this process may not write it ("": it may; None: not asked yet)
+        self.begin_run()
 
-    def __reduce__(self):  # ship to Ray workers by path; connections are per process
-        return (StepCache, (str(self.root),))
+    def __reduce__(self):  # ship to Ray workers by path (connections are per process), with why it stores nothing
+        return (StepCache, (str(self.root),), {"off": self._off or None})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a worker neither asks nor says again why the run stores nothing; where the driver may write, it asks itself
+        self._off = state["off"]
 
     def __repr__(self) -> str:
         """One line naming the folder, as ``StepCache(path)`` makes it; a stat, not the database (a repr creates
@@ -88,24 +92,33 @@ class StepCache(CacheDatabase):
     def check(self) -> None:
         """Fail now, naming the path, if this cache cannot be opened (before a run computes anything). A cache this
         process may not write (``read_only``) or whose files the disk refuses to make (full, a file size limit) is
-        said once, and the run goes on without it."""
-        if not self.read_only():
-            with self._or_said():
-                self._conn()
+        said once, and the run goes on reading what is stored there and storing nothing."""
+        if self.read_only():
+            self._refuse_later_layout()
+            return
+        with self._or_said():
+            self._conn()
 
     # -- units ----------------------------------------------------------------
 
     def get(self, keys: Iterable[bytes]) -> dict[bytes, CachedUnit]:
-        """Cached units among ``keys``."""
-        if self.read_only():
-            return {}
+        """Cached units among ``keys``; also where this run stores nothing (``read_only``: a read-only folder, a full
+        disk), which reads them without writing."""
         keys = list(dict.fromkeys(keys))
+        if not self.read_only():
+            try:
+                return self._units(self._conn(), keys)
+            except CacheUnwritable as err:  # a full disk would not let the database be made or opened
+                self._unwritable(err)
+        with self._stored_reader() as conn:
+            try:
+                return {} if conn is None else self._units(conn, keys)
+            except sqlite3.DatabaseError as err:  # a read a writer beside it tore: misses, computed
+                self.cannot_read(err)
+                return {}
+
+    def _units(self, conn: sqlite3.Connection, keys: list[bytes]) -> dict[bytes, CachedUnit]:
         found: dict[bytes, tuple[str | None, int, int, str | None]] = {}
-        try:
-            conn = self._conn()
-        except CacheUnwritable as err:  # a full disk would not let the database be made: every unit a miss
-            self._unwritable(err)
-            return {}
         for i in range(0, len(keys), 500):
             chunk = keys[i:i + 500]
             marks = ",".join("?" * len(chunk))
@@ -142,7 +155,7 @@ class StepCache(CacheDatabase):
         ``TOUCH_EVERY_S`` is left as it is, so a run of hits costs one small write a minute per file."""
         now = time.time()
         files = [f for f in files if self._touched.get(f, 0) < now - TOUCH_EVERY_S]  # no write for a fresh mark
-        if not files:
+        if not files or self.read_only():
             return
         self._touched.update(dict.fromkeys(files, now))
         with self._or_said():
@@ -153,7 +166,10 @@ class StepCache(CacheDatabase):
                              [now, now - TOUCH_EVERY_S, *chunk])
 
     def _forget(self, files: set[str]) -> None:
-        """Drop the entries of damaged files, so the units are stored again when they are recomputed."""
+        """Drop the entries of damaged files, so the units are stored again when they are recomputed (by a run that
+        may write: one that may not leaves them, and their files, as they are)."""
+        if self.read_only():
+            return
         with self._or_said(), transaction(self._conn()) as conn:
             conn.executemany("DELETE FROM units WHERE file = ?", [(f,) for f in files])
         for file in files:
@@ -211,14 +227,15 @@ class StepCache(CacheDatabase):
             self._unwritable(err)
 
     def _unwritable(self, err: OSError | sqlite3.Error | CacheUnwritable) -> None:
-        """Say once per cache that a step's output could not be stored: the run goes on with what it computed (a
-        cache only saves work), where it stopped with pyarrow's bare ``OSError`` as an internal error."""
-        if not self._said_unwritable:
-            self._said_unwritable = True
-            logging.getLogger(__name__).warning(
-                "the step cache %s could not store a step's output (%s): the run goes on, and what could not be "
-                "stored is computed again next time; free space there, or run with --no-cache", self.root,
-                getattr(err, "strerror", None) or err)
+        """The disk refused a write (full, a file size limit): the run stores nothing more, says so once, and goes on
+        with what it computed and the hits it reads (a cache only saves work), where it stopped with pyarrow's bare
+        ``OSError`` as an internal error, and then read nothing where the database could not be opened."""
+        said = refusal(err)
+        if said is None:  # SQLite's own words ("disk I/O error": no room for its -shm file): and how much room is left
+            said = f"the disk refused a write: {getattr(err, 'strerror', None) or err}"
+            with contextlib.suppress(OSError):
+                said += f", {format_bytes(shutil.disk_usage(self.root).free)} free there"
+        self.stop_storing(said, "free space there, or run with --no-cache")
 
     def drop(self, keys: Iterable[bytes]) -> None:
         """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from flows.cache_folder import (MARKER, heap_reading_connection, holds_other_files, later_layout, reading_connection,
-                                write_marker)
+from flows.cache_folder import (MARKER, heap_reading_connection, holds_other_files, later_layout, read_only_connection,
+                                reading_connection, write_marker)
 from operators.disk_refusal import refused_by
 from operators.errors import CacheError
 
@@ -105,25 +105,76 @@ class CacheUnwritable(CacheError):
 
 
 class CacheDatabase:
-    """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root``, ``_local`` and
-    ``_off``)."""
+    """The connections of a step cache at ``root`` (a base of ``StepCache``, which sets ``root`` and ``_local``, and
+    calls ``begin_run``)."""
 
     root: Path
-    _off: str | None
+    _off: str | None  # why this run stores nothing ("": it may store; None: not asked yet)
+    _unreadable: bool  # the stored results could not be read either (said)
 
     def read_only(self) -> str | None:
-        """Why this process cannot write the cache (a read-only file system: a backup mounted so; a folder this user
-        may not write), said once as a warning: the run goes on without the cache, reading and writing nothing there.
-        None when it can. Asked once a process; a run used to stop at its first write with SQLite's 'attempt to write
-        a readonly database' as an internal error."""
+        """Why this run stores nothing in the cache, or None where it may: the folder cannot be written here (a
+        read-only file system: a shared or restored cache mounted so; a folder this user may not write), asked once a
+        run, or the disk refused a write (``stop_storing``). The run still reads what is stored there: it stopped at
+        its first write with SQLite's 'attempt to write a readonly database' as an internal error, then ran without
+        the cache, every stored result computed again."""
         if self._off is None:
-            self._off = unwritable(self.root) or ""
-            if self._off:
-                logging.getLogger("flows.cache").warning(
-                    "the step cache %s cannot be written (%s): the run goes on without it, nothing read from it or "
-                    "stored; pass --cache-dir DIR for a folder this user can write, or --no-cache", self.root,
-                    self._off)
+            self._off = ""
+            if why := unwritable(self.root):
+                self.stop_storing(why, "pass --cache-dir DIR for a folder this user can write, or --no-cache")
         return self._off or None
+
+    def stop_storing(self, why: str, what_to_do: str) -> None:
+        """Store nothing more this run (``why``: a read-only file system, a full disk), said once in one line; reads
+        go on (``_stored_reader``), so the results stored there are still served."""
+        if self._off:
+            return
+        self._off = why
+        logging.getLogger("flows.cache").warning(
+            "the step cache %s cannot be written (%s): the run reads what is stored there and stores nothing new; %s",
+            self.root, why, what_to_do)
+
+    def begin_run(self) -> None:
+        """Ask again, for a run of a process that keeps this cache (``flows.api.step_caches``), whether it can be
+        written: a folder made writable, or a disk freed, since the last run is written again, and a refusal is said
+        once a run."""
+        self._off = None
+        self._unreadable = False
+
+    @contextlib.contextmanager
+    def _stored_reader(self) -> Iterator[sqlite3.Connection | None]:
+        """A connection that reads the units where this run stores none (``read_only``): this thread's own where it
+        has one open (the disk refused a write after it opened), else one that writes nothing
+        (``read_only_connection``), closed after; None where there is no database, or it cannot be read here
+        (said once: then every unit is a miss)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid() and self._local.db == self._database_id():
+            yield conn
+            return
+        database = self.root / "index.sqlite"
+        if self._unreadable or not database.is_file():
+            yield None
+            return
+        self._refuse_later_layout()
+        try:
+            conn = read_only_connection(database)
+        except sqlite3.Error as err:
+            self.cannot_read(err)
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def cannot_read(self, err: sqlite3.Error) -> None:
+        """Say once that the stored results cannot be read either (a -wal file left without its -shm file on a
+        read-only folder): every unit is then a miss, computed."""
+        if not self._unreadable:
+            self._unreadable = True
+            logging.getLogger("flows.cache").warning(
+                "the step cache %s cannot be read here either (%s): the run computes what it would have read there",
+                self.root, err)
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection; opened again in a new process, or when the database file was replaced
@@ -204,7 +255,8 @@ class CacheDatabase:
         if not database.is_file():
             yield None
             return
-        conn = reading_connection(database)
+        # a folder that cannot be written: SQLite could not make the -shm file a run's last close removed
+        conn = read_only_connection(database) if unwritable(self.root) else reading_connection(database)
         try:
             conn.execute("PRAGMA query_only = ON")
             try:

@@ -124,3 +124,19 @@ def heap_reading_connection(database: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA locking_mode = EXCLUSIVE")
     conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def read_only_connection(database: Path) -> sqlite3.Connection:
+    """A connection that reads the cache's database and writes nothing, for a cache that cannot be written (a
+    read-only file system or folder, a full disk): where its -wal file holds entries, SQLite's read-only mode, which
+    reads them through the -shm file the writer left; where none does (the last connection folded the log in and
+    removed both), the database file alone, as immutable: SQLite's read-only mode would make a -shm file, which that
+    folder refuses ("unable to open database file"). A unit's entry is never changed once written (only added or
+    deleted), so an entry read is one a run stored; a read that a writer beside it tore fails, and its units are
+    misses (``StepCache.get``)."""
+    wal = database.with_name(database.name + "-wal")
+    held = wal.is_file() and wal.stat().st_size > 0
+    conn = sqlite3.connect(f"{database.absolute().as_uri()}?{'mode=ro' if held else 'immutable=1'}", uri=True,
+                           timeout=60, isolation_level=None)
+    conn.execute("PRAGMA query_only = ON")
+    return conn

@@ -30,8 +30,8 @@ def step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
     last are kept, and none that was deleted: a program that gave each run a folder of its own (a temporary one)
     held three open files per folder for good, the deleted ones' disk space with them. A cache let go closes this
     thread's connection now (Python's sqlite3 connections are freed by the cycle collector alone, not when the
-    last reference goes), another thread's when it is collected. None for a cache this process cannot write
-    (``StepCache.read_only``: a read-only home), said once."""
+    last reference goes), another thread's when it is collected. One this process cannot write (``StepCache.read_only``:
+    a read-only home, a full disk) is said once a run: the run reads its stored results and stores nothing."""
     if cache is False or cache is None:
         return None
     if not isinstance(cache, (bool, str, os.PathLike)) or (isinstance(cache, str) and cache.strip().lower() in
@@ -57,4 +57,6 @@ def step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
         for old in let_go:
             old.close()  # this thread's connection, where runs through this API open theirs
         kept = _caches[root]
-    return None if kept.read_only() else kept  # one this process may not write (a read-only home): off, said once
+    kept.begin_run()  # asked again each run: a folder made writable since, a disk freed
+    kept.read_only()  # said before the run
+    return kept

@@ -368,9 +368,9 @@ def refuse_cache_dir_without_cache(args: Any) -> None:
 
 
 def step_cache(args: Any):
-    """The step cache of ``--cache-dir`` (default ``$TESSERA_HOME/cache``), or None with ``--no-cache``, and where
-    this process cannot write it (a home on a read-only disk, a backup mounted so): then the run is one without the
-    cache, said once (``StepCache.read_only``), and its summary says ``cache off``."""
+    """The step cache of ``--cache-dir`` (default ``$TESSERA_HOME/cache``), or None with ``--no-cache``. One this
+    process cannot write (a home on a read-only disk, a cache mounted so) is said now, once (``StepCache.read_only``):
+    the run reads its stored results and stores nothing."""
     refuse_cache_dir_without_cache(args)
     if args.no_cache:
         return None
@@ -382,4 +382,5 @@ def step_cache(args: Any):
 
     cache_dir = getattr(args, "cache_dir", None)
     cache = StepCache(Path(uris.local_path(cache_dir, "cache-dir")) if cache_dir else default_cache_dir())
-    return None if cache.read_only() else cache
+    cache.read_only()  # said before the run, not at its first step
+    return cache

@@ -39,7 +39,7 @@ def test_a_cache_the_disk_refuses_leaves_the_run_whole_and_says_so(bm25_index, t
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"same": True, "rows": result["rows"]} and result["rows"] > 0
-    assert done.stderr.count(f"the step cache {cache} could not store a step's output") == 1, done.stderr
+    assert done.stderr.count(f"the step cache {cache} cannot be written (") == 1, done.stderr
     assert not list((cache / "data").glob("*.tmp"))
 
 
@@ -62,9 +62,9 @@ def test_a_cache_the_disk_will_not_let_be_made_leaves_the_run_whole_and_the_fold
     assert full.returncode == 0, full.stderr
     assert "bm25: " in full.stdout and "cache hit ratio 0%" in full.stdout
     said = [line for line in full.stderr.splitlines() if line.startswith("tessera:")]
-    assert said == [f"tessera: warning: the step cache {cache} could not store a step's output (File too large): the "
-                    "run goes on, and what could not be stored is computed again next time; free space there, or run "
-                    "with --no-cache"], full.stderr
+    assert said == [f"tessera: warning: the step cache {cache} cannot be written (a file would grow past this "
+                    "process's file size limit (`ulimit -f`)): the run reads what is stored there and stores nothing "
+                    "new; free space there, or run with --no-cache"], full.stderr
     for hits in ("0%", "100%"):  # room again: the same folder is made a cache, then hit
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0 and "tessera:" not in done.stderr, done.stderr
