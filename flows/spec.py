@@ -30,7 +30,7 @@ from typing import Any, Collection
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from flows import spec_checks, spec_graph
+from flows import spec_checks, spec_columns, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.spec_errors import operator_class, spec_error, step_field_hint, yaml_bool_hint
 from flows.spec_origin import SpecOrigin
@@ -282,7 +282,7 @@ class Flow:
         if isinstance(input_columns, (str, bytes)):  # "qid" was read as the columns q, i and d
             raise SpecError(f"input_columns is a collection of column names, not the text {input_columns!r}: "
                             f"give [{input_columns!r}]", field="input_columns")
-        self._refuse_first(spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
+        self._refuse_first(spec_columns.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
                                                        input_columns))
 
     def check_filters(self) -> None:

@@ -1,25 +1,19 @@
-"""Checks of a built flow that look across steps: fusion branches, input columns, fan-ins.
+"""Checks of a built flow that look across steps: fusion branches, declarations, fan-ins, filters.
 
 ``FlowSpec.build()`` runs ``check_declarations``, ``check_branches`` and ``warn_unfused_fan_ins``;
-``Flow.check_columns`` runs ``missing_columns`` once the flow input's columns are known (an executor, before the
-first step).
-
-Which columns reach a step is known from the spec only in part: each operator declares what it writes
-(``produces()``), and a row, query or corpus step passes its input's columns on. Some steps bring columns
-nobody declared: a source brings its file's fields, a retriever its index's metadata columns (known when the
-index is named and readable: its manifest lists them), and the flow input may be any table holding ``qid``
-and ``query``. Such a step is *open*; a missing column is refused only when no open step above can bring it,
-so a valid flow is never refused for a column the data may hold.
+``Flow.check_filters`` runs ``filters_outside_index``. The input columns each step needs are checked by
+``flows.spec_columns``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Collection, Iterable, Mapping, get_args
+from typing import Any, Mapping, get_args
 
 import pyarrow as pa
 
+from flows.spec_columns import index_columns, param_naming
 from operators.declarations import Role
 from operators.errors import OperatorError, SpecError, TesseraError, short_repr
 
@@ -207,7 +201,7 @@ def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:
     for step in order:
         for column, role in operators[step].produces().items():
             kind, _, owner = column.partition("_")
-            param = _param_naming(operators[step], column, "op")
+            param = param_naming(operators[step], column, "op")
             if kind in ("rank", "score") and owner in operators and owner != step:
                 holds = f"step '{owner}'s ranking (steps after it read it, a fusion too)"
                 # no param names it (retrieve.multi_hop's score_dense): the other step's id is what can change
@@ -263,65 +257,6 @@ def warn_unfused_fan_ins(name: str, inputs: dict[str, tuple[str, ...]], operator
     return warnings
 
 
-def index_columns(op: Any) -> set[str] | None:
-    """The document columns of the index a retriever names (from its manifest), or None if not known."""
-    index = getattr(getattr(op, "params", None), "index", None)
-    if not index or not isinstance(index, str) or not hasattr(op, "index_identity"):
-        return None
-    from operators.store import resolve_index
-    from operators.store.layout import read_manifest
-
-    try:
-        manifest = read_manifest(resolve_index(index))
-    except Exception:  # an index that cannot be read now fails later, at setup, with its own error
-        return None
-    if not manifest.shards:
-        return None
-    return {column for shard in manifest.shards for column in shard.columns}
-
-
-def brought_columns(op: Any) -> set[str] | None:
-    """Columns a step may write besides those it declares: None when unknown (the step is open)."""
-    if op.scope == "source":
-        return None
-    if "docno" in op.produces() and op.category() in ("retrieve", "sources"):
-        return index_columns(op)
-    return set()
-
-
-def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operators: dict[str, Any],
-                    needed: Iterable[str], input_columns: Collection[str] | None) -> list[SpecError]:
-    """The required columns (``required_columns()``) no step above can bring, one error per step, for the ``needed``
-    steps; ``input_columns`` None: the flow input may hold any column."""
-    available: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its output may hold, open)
-    reaching: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its input may hold, open)
-    flow_input = (set(input_columns or ()), input_columns is None)
-    for step in order:
-        op = operators[step]
-        parents = [available[p] for p in inputs[step]] or [flow_input]
-        columns = set().union(*(cols for cols, _ in parents))
-        is_open = any(flag for _, flag in parents)
-        if op.scope == "source":
-            columns, is_open = set(), True
-        brought = None if is_open else brought_columns(op)  # open already: no need to read an index's manifest
-        available[step] = (columns | set(op.produces()) | (brought or set()), is_open or brought is None)
-        reaching[step] = (columns, is_open)
-    errors = []
-    for step in needed:
-        op = operators[step]
-        columns, is_open = reaching[step]
-        if op.scope == "source" or is_open:
-            continue
-        missing = [c for c in op.required_columns() if c not in columns]
-        if missing:
-            field = _param_naming(op, missing[0])
-            errors.append(SpecError(
-                f"needs input column(s) {', '.join(missing)}, which no step above it writes and its input cannot hold "
-                f"(it may hold: {', '.join(sorted(columns))})", step=step, op=op.name,
-                field=f"steps.{step}.{field}"))
-    return errors
-
-
 def filters_outside_index(step: str, op: Any) -> list[SpecError]:
     """A retriever's ``filter`` (and those of the retrievers a step runs inside itself) naming columns its index does
     not hold, as its manifest lists them (not asked where the index is unset or cannot be read), in the words the
@@ -337,15 +272,6 @@ def filters_outside_index(step: str, op: Any) -> list[SpecError]:
         except SpecError as err:  # the search's FilterError
             errors.append(SpecError(err.message, step=step, op=nested.name, field=f"{where}.params.filter"))
     return errors
-
-
-def _param_naming(op: Any, column: str, otherwise: str = "inputs") -> str:
-    """The param whose value is ``column`` (``params.text_column``) or names it (a filter's), else ``otherwise``."""
-    for name, value in dict(op.params).items():
-        if value == column or (isinstance(value, (list, tuple)) and column in value) or (
-                callable(getattr(value, "columns", None)) and column in value.columns()):
-            return f"params.{name}"
-    return otherwise
 
 
 def check_index_settings(value: dict[str, Any] | None) -> None:

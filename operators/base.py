@@ -152,6 +152,12 @@ class Operator(StepDeclarations, StepRecording):
         (``{"params.postprocess.0": <rerank.cross_encoder>}``), so what their params name is checked as theirs."""
         return {}
 
+    def row_steps(self) -> dict[str, "Operator"]:
+        """Of ``nested_operators()``, those run in order on the rows this step makes with the others (its searches):
+        ``retrieve.multi_collection``'s ``postprocess``. Their required columns are checked before the flow runs, as
+        a step's are (``flows.spec_columns``)."""
+        return {}
+
     def walk(self, where: str = "") -> Iterator[tuple[str, "Operator"]]:
         """This step at ``where`` (``steps.m``), then every operator it runs inside itself, however deep, each with
         the field that configures it in full (``steps.m.params.postprocess.0``): what checks every operator of a

@@ -32,7 +32,7 @@ class StepDeclarations:
 
     def required_columns(self) -> list[str]:
         """Input columns a flow is refused for, before any step runs, when no step above it can bring them
-        (``flows.spec_checks.missing_columns``): ``requires()``, and those a step checks itself as it runs, with an
+        (``flows.spec_columns.missing_columns``): ``requires()``, and those a step checks itself as it runs, with an
         error of its own (``postprocess.filter``'s columns: the filter's error says which name is close)."""
         return self.requires()
 

@@ -119,8 +119,10 @@ class MultiCollectionRetriever(Operator):
                 **ranking_columns(self.step_id)}
 
     def nested_operators(self) -> dict[str, Operator]:
-        return {**{f"params.collections.{i}": op for i, op in enumerate(self._retrievers)},
-                **{f"params.postprocess.{i}": op for i, op in enumerate(self._post)}}
+        return {**{f"params.collections.{i}": op for i, op in enumerate(self._retrievers)}, **self.row_steps()}
+
+    def row_steps(self) -> dict[str, Operator]:
+        return {f"params.postprocess.{i}": op for i, op in enumerate(self._post)}
 
     def required_models(self) -> dict[str, str]:
         return {f"{field}.{where}": ref for field, op in self.nested_operators().items()

@@ -1,5 +1,5 @@
 """A param that names a column a step reads is declared, so a flow naming a column that no step above writes is
-refused before any step runs (``flows.spec_checks.missing_columns``), not when that step is reached after the steps
+refused before any step runs (``flows.spec_columns.missing_columns``), not when that step is reached after the steps
 in front of it (their retrieval, their language-model calls) have run. ``postprocess.filter`` declared none of its
 filter's columns: a filter on a column nothing writes failed only once the flow reached it."""
 

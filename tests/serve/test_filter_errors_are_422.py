@@ -141,3 +141,29 @@ def test_a_task_whose_filter_its_index_lacks_is_refused_before_it_is_queued(serv
         422, "flow_not_runnable", "steps.b.params.filter")
     assert "['titel'] not found" in refused.value.message
     assert service.store.list_tasks("local") == []  # nothing queued
+
+
+def test_a_postprocess_filter_inside_multi_collection_is_refused_as_its_field_before_anything_runs(service):
+    """A column no collection gives, in a ``postprocess.filter`` run on ``retrieve.multi_collection``'s merged rows:
+    the search failed after both collections were searched, naming a step of no spec (``params.filter`` of
+    ``m_post0``), and a task was queued and failed. Now a 422 naming the field in full, as a step's, and no task."""
+    import asyncio
+
+    import requests
+
+    steps = {"m": {"op": "retrieve.multi_collection", "params": {
+        "collections": [{"name": "a", "index": "news"}, {"name": "b", "index": "news"}],
+        "postprocess": [{"op": "postprocess.filter", "params": {"filter": {"field": "yaer", "gt": 2000}}}]}}}
+    body = {"flow": {"steps": steps}, "query": "honey", "index": "news"}
+    with api_on_localhost() as base:
+        response = requests.post(f"{base}/v1/search", json=body, timeout=60)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("flow_not_runnable", "steps.m.params.postprocess.0.params.filter")
+    assert error["message"].startswith("step 'm', operator 'postprocess.filter', field 'steps.m.params.postprocess.0."
+                                       "params.filter': needs input column(s) yaer, which neither the steps before it "
+                                       "in params.postprocess nor the searches of params.collections write"), error
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(service.enqueue(body, "local"))
+    assert (refused.value.status, refused.value.param) == (422, "steps.m.params.postprocess.0.params.filter")
+    assert service.store.list_tasks("local") == []  # nothing queued
