@@ -125,7 +125,7 @@ class ChatRequest(BaseModel):
     frequency_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
     n: int = Field(1, ge=1, le=MAX_CHOICES, strict=True, description=f"Choices to write, up to {MAX_CHOICES}: a served "
                    "model writes each in turn (a seed, where given, is the first choice's; the next get seed + 1, "
-                   "...); a flow answers once (1 only).")
+                   "...); a flow searches once and answers n times from what it found.")
     index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
                               "the service's index folders; default: the app's default index.")
     params: dict[str, Any] | None = Field(None, description="Flows only (not OpenAI's): steps' params for this "

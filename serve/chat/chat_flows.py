@@ -15,8 +15,9 @@ answer comes back as one ``chat.completion``, or with ``stream: true`` as
 flow has run; a client that closes the stream cancels the flow. The message's ``content`` is the
 answer followed by its numbered references; its ``sources`` field holds the same references as
 records (number, docno, title, url). A reply that is no answer ("No answer could be written (...)") has none: they
-would read as supporting it. Cohere's ``/v2/chat`` (serve/chat/cohere_chat.py) runs flows
-through the same functions and gives the answer its own shape.
+would read as supporting it. ``n`` choices are ``n`` answers from one search (serve/chat/flow_choices.py).
+Cohere's ``/v2/chat`` (serve/chat/cohere_chat.py) runs flows through the same functions and gives the answer its own
+shape.
 """
 
 from __future__ import annotations
@@ -27,25 +28,25 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from flows import store as flow_store
 from flows.progress import CancelToken
 from flows.spec import FlowSpec
-from operators.conversation import NOT_WRITTEN
-from operators.errors import FlowCancelled, SpecError, TesseraError
+from operators.errors import SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from operators.unicode import blank
 from serve.http import client_gone, errors
 from serve.runs import flow_status
 from serve.http.threads import in_pool
 from serve import service as svc
+from serve.chat.flow_answer import flow_result, message
+from serve.chat.flow_choices import choice_qid, run_choices, split_at_answer, summed_usage
 from serve.http.errors import ApiError
-from serve.runs.online import queries_table, run_online
+from serve.runs.online import queries_table
 from serve.runs.flow_resolution import FlowFile, flow_owner, load_spec
 from serve.schemas import ModelCard
 
@@ -206,8 +207,9 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
     its input: the question with the conversation columns the flow reads, or with ``documents`` (rows with
     ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given. Stop sequences are
     refused: a flow's answer step parses its reply (labels, citations, sources) and takes none, so they would be
-    ignored without a word; so is ``n`` above 1, and a sampling option of ``NOT_FLOW_OPTIONS``. ``fields`` names
-    the options as the client's body does (Cohere's: ``{"stop": "stop_sequences", "top_p": "p"}``)."""
+    ignored without a word; so is a sampling option of ``NOT_FLOW_OPTIONS``, and ``n`` above 1 for a flow that cannot
+    answer ``n`` times from one search (``flow_choices.split_at_answer``). ``fields`` names the options as the
+    client's body does (Cohere's: ``{"stop": "stop_sequences", "top_p": "p"}``)."""
     fields = fields or {}
     stop_field = fields.get("stop", "stop")
     for option, neutral in NOT_FLOW_OPTIONS.items():
@@ -220,9 +222,6 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
         raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "
                        "model's whole reply); send it without them, or ask a served model", param=stop_field,
                        code="unsupported_parameter")
-    if getattr(request, "n", 1) > 1:  # OpenAI's body only
-        raise ApiError(422, f"n: a flow answers once (its sources are those of one answer); send n: 1, or ask a "
-                       f"served model for {request.n} choices", param="n", code="unsupported_parameter")
     question, earlier = _question(request)
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:
@@ -233,6 +232,8 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
         prepared = svc.current().prepare(body, tenant)
     except (SpecError, ApiError) as err:
         raise _as_request_field(err, request) from None
+    if getattr(request, "n", 1) > 1:  # OpenAI's body only: n answers from one search, if the flow can be cut so
+        split_at_answer(prepared.flow)
     if documents is not None:
         qid = prepared.queries[0]["qid"]
         return prepared, pa.Table.from_pylist([{"qid": qid, "query": question, **row, "score": 1.0 / rank,
@@ -247,110 +248,71 @@ def run_flow(prepared: svc.Prepared, table: pa.Table,
     """Run the prepared flow over ``table``; the assistant message, the usage and the answer (``sink`` gets the
     answer as it is written; ``cancel`` stops the flow). A failure the request's flow causes is the 4xx of
     ``run_online`` (a corpus file it names that is not there); any other a 500 naming the flow."""
-    try:
-        with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
-            result = run_online(prepared, table, cancel)
-    except (ApiError, FlowCancelled):
-        raise
-    except Exception as err:  # noqa: BLE001  (the flow failed: named, details in the log)
-        raise errors.server_error(f"flow '{prepared.spec.name}'", err, code="flow_error") from None
+    with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
+        result = flow_result(prepared, table, cancel)
     return _message(result, prepared.queries[0]["qid"])
 
 
 def _message(result: Any, qid: str) -> dict[str, Any]:
-    meta = result.metadata.get(qid, {})
-    answer = (meta.get("answer") or "").strip()
-    answered = bool(answer)
-    sources = _sources(result.table, meta) if answered else []  # none listed under a non-answer: they support nothing
-    if not answered:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
-        degraded = meta.get("degraded")
-        reason = degraded.get("reason") if isinstance(degraded, dict) else degraded
-        found = "qid" in result.table.column_names and qid in set(result.table.column("qid").to_pylist())
-        reason = reason or ("the flow wrote no answer" if found else "the search found no document for it: is the "
-                            "index empty, or filtered to nothing?")
-        answer = f"{NOT_WRITTEN} ({reason})."
-    content = answer + ("\n\nSources:\n" + "\n".join(s["reference"] for s in sources) if sources else "")
-    message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
-    if meta.get("degraded"):
-        message["degraded"] = meta["degraded"]
-    if meta.get("standalone_query"):  # a follow-up, searched for with its conversation (query.contextualize)
-        message["standalone_query"] = meta["standalone_query"]
-    if meta.get("abstained"):  # no document was close enough (min_relevance): the no-answer text, no model call
-        message["abstained"] = True
-    # none for an answer written from the question alone (answer_only): its empty sources are not an uncited answer's
-    message["documents"] = _documents(result.table, qid)
-    if not answered:  # "No answer could be written (...)": a client leaves it out of the conversation it sends back
-        message["answered"] = False
-    prompt = completion = 0
-    for usage in (meta.get("usage") or {}).values():
-        if isinstance(usage, dict):
-            prompt += int(usage.get("prompt_tokens") or 0)
-            completion += int(usage.get("completion_tokens") or 0)
-    finish = "length" if meta.get("answer_cut") else "stop"  # max_tokens cut the answer (not only what followed it)
-    return {"message": message, "answer": answer, "answered": answered, "finish_reason": finish,
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
-
-
-def _documents(table: pa.Table, qid: str) -> int:
-    """How many documents the flow found for the question: the rows of its result with a ``docno``."""
-    if not {"qid", "docno"} <= set(table.column_names):
-        return 0
-    found = table.filter(pc.equal(table.column("qid"), qid))
-    return found.num_rows - found.column("docno").null_count
-
-
-def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer's numbered references as records: from the ``reference`` column (generate.references), else the
-    cited docnos in the metadata."""
-    from serve.tasks.results import records
-
-    rows = [row for row in records(table) if row.get("reference")]
-    if rows:
-        rows.sort(key=lambda row: row.get("context_index") or 0)
-        return [{"number": row.get("context_index"), "docno": row.get("docno"), "reference": row["reference"],
-                 **{key: row[key] for key in ("title", "url") if row.get(key)}} for row in rows]
-    return [{"number": i + 1, "docno": docno, "reference": f"[{i + 1}] {docno}"}
-            for i, docno in enumerate(meta.get("sources") or [])]
+    """The reply to the query ``qid`` of a flow's result (``flow_answer.message``)."""
+    return message(result.table, result.metadata.get(qid, {}), qid)
 
 
 async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
-    """The flow's answer as OpenAI's ``chat.completion``, or a ``StreamingResponse`` of its chunks."""
+    """The flow's answer as OpenAI's ``chat.completion``, or a ``StreamingResponse`` of its chunks; ``n`` choices are
+    ``n`` answers from one search (serve/chat/flow_choices.py), their usage summed."""
     prepared, table = await asyncio.to_thread(prepare_flow, spec, request, tenant)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
-    answers = svc.current().answers
+    answers, n = svc.current().answers, getattr(request, "n", 1)
     if not request.stream:
-        answer = await client_gone.answered(answers, lambda cancel: run_flow(prepared, table, cancel=cancel))
-        return {**head, "object": "chat.completion", "usage": answer["usage"],
-                "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
+        choices = await client_gone.answered(answers, lambda cancel: answer_choices(prepared, table, n, cancel=cancel))
+        return {**head, "object": "chat.completion", "usage": summed_usage(choices),
+                "choices": [{"index": i, "message": choice["message"], "finish_reason": choice["finish_reason"]}
+                            for i, choice in enumerate(choices)]}
     usage = bool(request.stream_options and request.stream_options.include_usage)
-    return answers.stream(_chunks(head, prepared, table, usage))
+    return answers.stream(_chunks(head, prepared, table, usage, n))
+
+
+def answer_choices(prepared: svc.Prepared, table: pa.Table, n: int, sink: Callable[[int, str], None] | None = None,
+                   cancel: CancelToken | None = None) -> list[dict[str, Any]]:
+    """``n`` answers (what ``run_flow`` returns, each); ``sink`` gets ``(choice index, text)`` as each is written."""
+    qid = prepared.queries[0]["qid"]
+    index = {qid: 0} if n == 1 else {choice_qid(qid, i): i for i in range(n)}
+    by_qid = None if sink is None else (lambda written_qid, text: sink(index.get(written_qid, 0), text))
+    if n == 1:
+        return [run_flow(prepared, table, by_qid, cancel)]
+    return run_choices(prepared, table, n, by_qid, cancel)
 
 
 async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
-                  include_usage: bool) -> AsyncIterator[str]:
-    """Server-sent events: the role at once, the answer as it is written, the rest of the content and the
+                  include_usage: bool, n: int = 1) -> AsyncIterator[str]:
+    """Server-sent events: each choice's role at once, its answer as it is written, the rest of its content and the
     message's fields once the flow has run, with ``include_usage`` an event of the usage and no choices (as
-    OpenAI sends it), then [DONE]."""
-    def event(delta: dict[str, Any], finish: str | None = None) -> str:
+    OpenAI sends it), then [DONE]. Each event holds one choice, named by its ``index``, as OpenAI's do for ``n``."""
+    def event(index: int, delta: dict[str, Any], finish: str | None = None) -> str:
         chunk = {**head, "object": "chat.completion.chunk",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                 "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
         return f"data: {json.dumps(chunk)}\n\n"
 
-    yield event({"role": "assistant", "content": ""})
-    sent = ""
+    for index in range(n):
+        yield event(index, {"role": "assistant", "content": ""})
+    sent = [""] * n
     try:
-        async for item in answer_events(prepared, table):
-            if isinstance(item, str):
-                sent += item
-                yield event({"content": item})
+        async for item in _choice_events(prepared, table, n):
+            if isinstance(item, tuple):
+                index, piece = item
+                sent[index] += piece
+                yield event(index, {"content": piece})
                 continue
-            message = item["message"]
-            yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
-            yield event({key: message[key] for key in ("sources", "documents", "degraded",
-                                                       "standalone_query", "abstained", "answered") if key in message},
-                        item["finish_reason"])
+            for index, choice in enumerate(item):
+                message = choice["message"]
+                yield event(index, {"content": rest_of(message["content"], choice["answer"], sent[index],
+                                                       bool(message.get("degraded")))})
+                yield event(index, {key: message[key] for key in ("sources", "documents", "degraded",
+                                                                  "standalone_query", "abstained", "answered")
+                                    if key in message}, choice["finish_reason"])
             if include_usage:
-                chunk = {**head, "object": "chat.completion.chunk", "choices": [], "usage": item["usage"]}
+                chunk = {**head, "object": "chat.completion.chunk", "choices": [], "usage": summed_usage(item)}
                 yield f"data: {json.dumps(chunk)}\n\n"
     except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
         yield errors.error_event(err)
@@ -361,12 +323,21 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
 async def answer_events(prepared: svc.Prepared, table: pa.Table) -> AsyncIterator[str | dict[str, Any]]:
     """The flow run for a streamed answer: each piece of the answer (a str) as the model writes it, then what
     ``run_flow`` returns (a dict). A failure raises its ``ApiError``."""
+    async for item in _choice_events(prepared, table, 1):
+        yield item[1] if isinstance(item, tuple) else item[0]
+
+
+async def _choice_events(prepared: svc.Prepared, table: pa.Table,
+                         n: int) -> AsyncIterator[tuple[int, str] | list[dict[str, Any]]]:
+    """The flow run for ``n`` streamed answers: each piece as ``(choice index, text)`` as the model writes it, then
+    what ``answer_choices`` returns. A failure raises its ``ApiError``."""
     loop, pieces, cancel = asyncio.get_running_loop(), asyncio.Queue(), CancelToken()
 
-    async def run() -> dict[str, Any]:
+    async def run() -> list[dict[str, Any]]:
         try:
-            return await in_pool(svc.current().answers.pool, run_flow, prepared, table,
-                                 lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text), cancel)
+            return await in_pool(svc.current().answers.pool, answer_choices, prepared, table, n,
+                                 lambda index, text: loop.call_soon_threadsafe(pieces.put_nowait, (index, text)),
+                                 cancel)
         finally:
             pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
 

@@ -40,7 +40,6 @@ def refused(client: TestClient, path: str, body: dict) -> dict:
     ("logprobs", True, "no log probabilities"), ("top_logprobs", 2, "no log probabilities"),
     ("n", 9, "less than or equal to 8"), ("n", 2.0, "valid integer"), ("seed", 10**23, "less than or equal to"),
     ("seed", -2**63 - 1, "greater than or equal to"),
-    ("n", 2, "a flow answers once"),  # a served model writes up to 8 choices (tests/serve/test_llm_api.py)
     # each was dropped without a word: a token banned by -100 could still be written, audio asked for never came
     ("logit_bias", {"50256": -100}, "logit_bias is not supported"),
     ("modalities", ["text", "audio"], "only [\"text\"]"),
