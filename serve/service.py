@@ -23,11 +23,11 @@ from pydantic import ValidationError
 
 from flows.param_settings import with_settings
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
-from operators.errors import SpecError
+from operators.errors import SpecError, one_line
 from operators.json_tree import json_kind
 from operators.unicode import blank, first_broken_text
 from serve.security import auth
-from serve.tasks import taskrunner
+from serve.tasks import kept_failures, taskrunner, unstored
 from serve.runs import warm
 from serve.http import threads
 from serve.http.errors import ApiError, too_many_tasks
@@ -117,6 +117,7 @@ class Service(FlowResolution):
                         self.indices.folder, ", ".join(self.index_roots))
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()
+        unstored.store_all(self.store)  # failures kept while the store refused them: theirs, not "interrupted"
         recovered = taskrunner.recover(self.store)
         if recovered:
             log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
@@ -245,6 +246,7 @@ class Service(FlowResolution):
             prepared = await asyncio.to_thread(self.prepare, body, tenant)
             refuse_missing_columns(prepared.flow, prepared.queries)  # a 422 now, as /v1/search's, not a failed task
             await asyncio.to_thread(refuse_filters_outside_index, prepared.flow)  # (reads the indices' manifests)
+        await asyncio.to_thread(unstored.store_all, self.store)  # the failures kept: counted as unfinished till then
         try:
             with self.spares.lend() as lent:
                 task_id = await asyncio.to_thread(
@@ -277,9 +279,17 @@ class Service(FlowResolution):
             worker = await ref
         except Exception as err:  # noqa: BLE001  (the worker died, was killed, or exited)
             reason = f"{type(err).__name__}"
-        if await asyncio.to_thread(taskrunner.interrupted, self.store, task_id,
-                                   f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
-            log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
+        try:
+            if await asyncio.to_thread(taskrunner.interrupted, self.store, task_id,
+                                       f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
+                log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
+            await asyncio.to_thread(unstored.store_all, self.store)  # the store takes writes: what it refused before
+        except Exception as err:  # noqa: BLE001  (the store refuses the write: kept, unless its worker kept its own)
+            log.warning("tessera serve: task %s: its end could not be written to the task store (%s)", task_id,
+                        one_line(f"{type(err).__name__}: {err}", 300))
+            if await asyncio.to_thread(kept_failures.kept, task_id) is None:
+                await asyncio.to_thread(kept_failures.keep, task_id, taskrunner.INTERRUPTED + (f": {reason}" if reason
+                                                                                            else ""))
         if worker is not None:
             await asyncio.to_thread(self.spares.returned, worker)
 
@@ -291,8 +301,15 @@ class Service(FlowResolution):
     def task(self, task_id: str, tenant: str) -> dict[str, Any]:
         """The tenant's task, reconciled with Ray (an unfinished task without a worker is interrupted); 404 else."""
         task = self.store.task(task_id, tenant)
-        if task is not None and task["status"] in ("queued", "running") and taskrunner.reconcile(self.store, task):
-            task = self.store.task(task_id, tenant)  # failed as interrupted now (and maybe deleted since)
+        if task is not None and task["status"] in ("queued", "running"):
+            error = kept_failures.kept(task_id)  # its failure, which the store refused: stored now if it takes it
+            if error is not None and not unstored.store_kept(self.store, task_id):
+                return kept_failures.as_answered(task, error)
+            if error is not None or taskrunner.reconcile(self.store, task):
+                task = self.store.task(task_id, tenant)  # failed now (and maybe deleted since)
+                if task is not None and task["status"] in ("queued", "running") and (
+                        error := kept_failures.kept(task_id)) is not None:  # failed as interrupted, the store refusing
+                    return kept_failures.as_answered(task, error)
         if task is None:
             raise _no_task()
         return task

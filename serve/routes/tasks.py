@@ -25,6 +25,7 @@ from operators.unicode import unicode_problem
 from serve import service as svc
 from serve.security.auth import LOCAL_TENANT
 from serve.http.errors import ApiError
+from serve.tasks import unstored
 from serve.tasks.results import progress_body
 from serve.tasks.taskstore import FINAL, UNFINISHED
 
@@ -123,11 +124,13 @@ def list_tasks(request: Request,
     """``next`` is the ``before`` of the following page, null on the last; ``counts`` is every state's whole count."""
     store = svc.current().store
     owner = tenant(request)
+    unstored.store_all(store)  # failures kept while the task store refused them: stored now if it takes them
     page = store.list_tasks(owner, limit=limit + 1, before=None if before is None else read_cursor(before),
                             status=status)
     more = len(page) > limit
-    page = page[:limit]
-    return {"tasks": page, "next": cursor(page[-1]) if more else None, "counts": store.status_counts(owner)}
+    page, counts = page[:limit], store.status_counts(owner)
+    unstored.listed(store, owner, page, counts)  # those it still refuses: failed, marked not stored
+    return {"tasks": page, "next": cursor(page[-1]) if more else None, "counts": counts}
 
 
 @router.get("/pipeline/info", summary="mosaicRAG's pipeline info: every operator and its parameters")

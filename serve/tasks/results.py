@@ -71,6 +71,8 @@ def progress_body(task: dict[str, Any]) -> dict[str, Any]:
     }
     if task["error"]:
         body["error"] = task["error"]
+    if "outcome_stored" in task:  # failed, and not in the task store yet (``serve.tasks.unstored``)
+        body["outcome_stored"] = task["outcome_stored"]
     if status == "finished":
         body["result"] = task["result"]
     return body

@@ -40,6 +40,7 @@ from typing import Any
 from operators.errors import one_line
 # alive, stop, release: a task's worker, for the service, ``serve.tasks.spare`` and the tests too
 from serve.tasks.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
+from serve.tasks import kept_failures
 from serve.tasks.refused_writes import failure, finish_with_result
 from serve.tasks.task_rows import WriteThrottle, new_task_id, pending_progress
 from serve.tasks.taskstore import TaskStore
@@ -152,10 +153,12 @@ def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> bool:
         run_task(store, task_id, max_result_rows)
     except Exception as err:  # noqa: BLE001  (the task fails with the reason; the worker exits)
         log.exception("task %s failed outside its flow", task_id)
+        error = one_line(failure(task_id, err), 1000)  # a write the disk refused, in words
         try:  # an upload's file, staging folder and, for a first upload, its empty index go too
-            interrupted(store, task_id, one_line(f"{type(err).__name__}: {err}", 1000))
-        except Exception:  # noqa: BLE001  (the store is unreachable: the replica's watcher fails it as interrupted)
+            interrupted(store, task_id, error)
+        except Exception:  # noqa: BLE001  (the store refuses it too: kept, answered and stored later)
             log.exception("task %s: its failure could not be written to the task store", task_id)
+            kept_failures.keep(task_id, error)
         return False
     row = store.task(task_id, None)
     return row is not None and row["status"] in ("finished", "failed")
@@ -311,7 +314,13 @@ def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
     if task["status"] == "queued" and time.time() - task["created"] < LAUNCH_GRACE_S:
         return False  # its worker may be starting
     release(task["id"])  # a dead worker's record
-    return interrupted(store, task["id"], INTERRUPTED)
+    try:
+        return interrupted(store, task["id"], INTERRUPTED)
+    except Exception:  # noqa: BLE001  (the store refuses the write: the failure is kept, answered as not stored)
+        if kept_failures.kept(task["id"]) is None:
+            log.exception("task %s: its failure (interrupted) could not be written to the task store", task["id"])
+            kept_failures.keep(task["id"], INTERRUPTED)
+        return True
 
 
 def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
