@@ -18,11 +18,13 @@ An index the service made is born when its manifest records a commit (``born``),
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,40 @@ def write_owner(folder: Path, row: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class OwnerFile:
+    """The owner file an upload writes for ``tenant``'s index in ``folder``, inside the transaction that queues its
+    ingestion (``TaskStore.create_ingest_task``'s ``on_row``): a new index, or one made before owner files. Written
+    after the task was queued, a refused write answered the client 507 ("nothing of this request was stored") while
+    its task was queued and the index made; now a refused write rolls the queueing back, and a queueing that fails
+    after the file was written (its commit refused) takes the file, and the folder it made, away again."""
+
+    def __init__(self, folder: Path, tenant: str) -> None:
+        self.folder, self.tenant = folder, tenant
+        self.made_folder = not folder.exists()
+        self.written = False
+
+    def write(self, row: dict[str, Any]) -> None:
+        if row["owner"] == self.tenant and not (self.folder / OWNER_FILE).exists():
+            write_owner(self.folder, row)
+            self.written = True
+
+    @contextlib.contextmanager
+    def undone_unless_queued(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.undo()
+            raise
+
+    def undo(self) -> None:
+        """Take back what ``write`` wrote (the file; the folder if it made it and it is empty now)."""
+        if self.written:
+            (self.folder / OWNER_FILE).unlink(missing_ok=True)
+        if self.made_folder:
+            with contextlib.suppress(OSError):  # not empty: another upload's files are in it now
+                self.folder.rmdir()
 
 
 def read_owner(folder: Path) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from serve.indices.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.http.errors import ApiError
-from serve.indices.index_owner import OWNER_FILE, write_owner
+from serve.indices.index_owner import OwnerFile
 from serve.indices.index_reading import mixed_kind_warnings, refuse_against_index
 from serve.tasks.ingest_task import STEPS
 
@@ -90,10 +90,11 @@ class Uploads:
                               "replace": request.replace, "compact_after_shards": self.compact_after_shards,
                               "replace_files": list(files or []) if request.replace else []},
                    "documents": len(request.documents)}
-            with self.service.spares.lend() as lent:
+            owner = OwnerFile(path, tenant)
+            with self.service.spares.lend() as lent, owner.undone_unless_queued():
                 task_id, why = self.service.store.create_ingest_task(
                     tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key,
-                    total=self.service.limits.max_tasks, seen=seen)
+                    total=self.service.limits.max_tasks, seen=seen, on_row=owner.write)
                 lent.made = task_id is not None
             if why == "changed":
                 raise _IndexChanged()
@@ -108,9 +109,6 @@ class Uploads:
                 with contextlib.suppress(OSError):  # not empty: another upload's file is in it now
                     source.parent.rmdir()
             raise
-        made = self.service.store.index(name) if not (path / OWNER_FILE).exists() else None
-        if made is not None and made["owner"] == tenant:  # a new index (or one made before owner files)
-            write_owner(path, made)
         return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
                 "created": row is None}
 

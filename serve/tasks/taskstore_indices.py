@@ -69,7 +69,8 @@ class IndexRows:
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
                            limit: int, total: int | None = None, task_id: str | None = None,
-                           seen: Any = ANY_ROW) -> tuple[str | None, str]:
+                           seen: Any = ANY_ROW, on_row: Callable[[dict[str, Any]], None] | None = None
+                           ) -> tuple[str | None, str]:
         """A queued ingestion of ``job`` into the index ``name``, made for ``owner`` if it is new: ``(task id,
         "ok")``, or ``(None, why)`` with why ``"owner"`` (another key made it), ``"busy:<task id>"`` (an
         ingestion into it is unfinished), ``"changed"`` (``seen``, the ``created`` of the index's row when the
@@ -77,7 +78,8 @@ class IndexRows:
         (``owner`` has ``limit`` unfinished tasks) or ``"max_tasks"`` (the store has ``total``).
 
         One serializable transaction, so two uploads into one index never run at once, and an index has one
-        owner however many replicas race to make it."""
+        owner however many replicas race to make it. ``on_row(row)`` runs inside it with the index's row as it will
+        be (its owner file is written there): where it raises, nothing is queued or made."""
         row = task_row(owner, f"ingest:{name}", job, [], steps,
                        f"queued: ingest {job['documents']} document(s) into index '{name}'", task_id)
         with self._serializable() as conn:
@@ -94,6 +96,8 @@ class IndexRows:
                                                      ingest_task=row["id"]))
             else:
                 conn.execute(indices.update().where(indices.c.name == name).values(ingest_task=row["id"]))
+            if on_row is not None:
+                on_row(dict(conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().one()))
         return row["id"], "ok"
 
     def create_compact_task(self, owner: str, name: str, job: dict[str, Any], steps: list[str], *, limit: int,
