@@ -8,10 +8,12 @@ has returned, and the constructor loads the model and runs one forward pass, so
 deployment handle would start a replica of a deployment scaled to zero.
 
 The flow routes need two more things, which ``/healthz`` checks too: the task store answers
-(a ``SELECT 1``, waited for at most ``STORE_TIMEOUT_S``) and ``$TESSERA_HOME`` is a
-writable folder (uploads, indices and saved flows are written there). ``/healthz`` is open to every client (no key),
-so what it says of them names no path of this machine (``tasks.db``, ``$TESSERA_HOME/indices``); the server's log
-has the problem in full, once each time it changes.
+(a ``SELECT 1``, waited for at most ``STORE_TIMEOUT_S``), and a SQLite store can be written (``store_unwritable``:
+its disk's free space and the replica's file size limit, read without writing; a ``SELECT 1`` reads nothing from the
+file, so on a full disk it answered and ``/healthz`` said ``ok`` while every task was refused), and
+``$TESSERA_HOME`` is a writable folder (uploads, indices and saved flows are written there). ``/healthz`` is open
+to every client (no key), so what it says of them names no path of this machine (``tasks.db``,
+``$TESSERA_HOME/indices``); the server's log has the problem in full, once each time it changes.
 
 Each check's blocking call runs on a few threads of its own (``_in_pool``), not on the event loop's default pool:
 that pool runs the requests' flows (searches, chats waiting on their models), and six streamed chats on a 2-core
@@ -26,6 +28,7 @@ import functools
 import logging
 import os
 import re
+import resource
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
@@ -171,6 +174,8 @@ def store_problem(store: TaskStore) -> str | None:
                 return f"task_store: the SQLite file {path} is gone"
             if not os.access(path, os.R_OK | os.W_OK):
                 return f"task_store: the SQLite file {path} is not readable and writable"
+            if refused := store_unwritable(path):
+                return f"task_store: {shown_url(store.url)} cannot be written: {refused}"
             engine = _fresh.get(store.url) or _fresh.setdefault(store.url, sa.create_engine(
                 store.url, poolclass=sa.pool.NullPool, connect_args={"timeout": STORE_TIMEOUT_S}))
         with engine.connect() as conn:
@@ -179,6 +184,31 @@ def store_problem(store: TaskStore) -> str | None:
         refused = refused_words(err)  # a full disk: say so, not a bare "disk I/O error"
         return f"task_store: {shown_url(store.url)} does not answer" + (f": {refused}" if refused else
                                                                         f" ({driver_error(err, 300)})")
+    return None
+
+
+#: Less free space than this on a SQLite store's disk (or under its file size limit) is a full disk: a task's result
+#: alone is often hundreds of KB, and a write SQLite cannot make is a 507 or a task failed.
+STORE_MIN_FREE_BYTES = 1 << 20
+
+
+def store_unwritable(path: Path) -> str | None:
+    """Why the SQLite file ``path`` cannot take writes now, seen without writing (a probe's write would land in the
+    WAL's space already there, and prove nothing): its disk's free space or inodes, or this process's file size limit
+    (``ulimit -f``); None when neither stops it. A quota is not seen: its refusals are said by the writes."""
+    disk = os.statvfs(path.parent)
+    free = disk.f_bavail * disk.f_frsize
+    if free < STORE_MIN_FREE_BYTES:
+        return (f"its disk is full ({free // 1024} KiB free, under {STORE_MIN_FREE_BYTES // 1024} KiB): tasks, chats "
+                "and uploads are refused (507) until space is freed there")
+    if disk.f_files and not disk.f_favail:  # SQLite makes its -wal and -shm files anew after the last connection
+        return "its disk has no free inodes: free some there"
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        largest = max((p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()), default=0)
+        if largest + STORE_MIN_FREE_BYTES > limit:
+            return (f"the service's file size limit (ulimit -f: {limit // 1024} KiB) leaves it no room to grow "
+                    f"({largest // 1024} KiB now): raise the limit where the service starts")
     return None
 
 
