@@ -279,17 +279,17 @@ class Service(FlowResolution):
             worker = await ref
         except Exception as err:  # noqa: BLE001  (the worker died, was killed, or exited)
             reason = f"{type(err).__name__}"
-        try:
+        try:  # first the failures kept while the store refused them: its worker's own reason, not "interrupted"
+            await asyncio.to_thread(unstored.store_all, self.store)
             if await asyncio.to_thread(taskrunner.interrupted, self.store, task_id,
                                        f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
                 log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
-            await asyncio.to_thread(unstored.store_all, self.store)  # the store takes writes: what it refused before
         except Exception as err:  # noqa: BLE001  (the store refuses the write: kept, unless its worker kept its own)
             log.warning("tessera serve: task %s: its end could not be written to the task store (%s)", task_id,
                         one_line(f"{type(err).__name__}: {err}", 300))
+            error = f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"
             if await asyncio.to_thread(kept_failures.kept, task_id) is None:
-                await asyncio.to_thread(kept_failures.keep, task_id, taskrunner.INTERRUPTED + (f": {reason}" if reason
-                                                                                            else ""))
+                await asyncio.to_thread(kept_failures.keep, task_id, error)
         if worker is not None:
             await asyncio.to_thread(self.spares.returned, worker)
 
