@@ -107,3 +107,20 @@ def folded(text: str) -> str:
     ``iğdir`` and ``iğdır``)."""
     text = text.lower()
     return text if text.isascii() else text.replace("i\u0307", "i").replace("\u0131", "i")
+
+
+def whole_characters(text: str, end: int) -> str:
+    """``text[:end]`` without a character it would cut in two: a cut inside a user-perceived character (a grapheme
+    cluster, by the ``regex`` module's ``\\X``: a flag's two letters, an emoji joined with U+200D, a letter and its
+    combining marks, a Devanagari syllable) moves back to its start. Cut by code points, ``🇯🇵`` left ``🇯`` (shown as
+    a boxed J), a family emoji one of its people, ``हिन्दी`` a dangling virama."""
+    if end >= len(text):
+        return text
+    if end <= 0:
+        return ""
+    import regex
+
+    for match in regex.finditer(r"\X", text):
+        if match.end() > end:
+            return text[:match.start()]
+    return text[:end]

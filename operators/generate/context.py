@@ -11,6 +11,7 @@ from operators.base import Operator
 from operators.llm.aliases import known_model
 from operators.local_files import llm_model
 from operators.tables import concat, empty_like, in_rank_order, qid_groups, set_column
+from operators.unicode import whole_characters
 
 
 class ContextBuilder(Operator):
@@ -188,7 +189,14 @@ class ContextBuilder(Operator):
         return int(litellm.token_counter(model=self._model, text=text))
 
     def _cut(self, text: str, tokens: int) -> str:
+        """``text`` cut to ``tokens`` tokens (the last two for " …"), at a whole character: a byte-level tokenizer
+        writes a CJK character, an emoji or a Devanagari letter in two or three tokens, and a cut between them
+        decoded as U+FFFD (``北京烤� …``), which the model read as part of the document."""
         import litellm
 
         ids = litellm.encode(model=self._model, text=text)
-        return litellm.decode(model=self._model, tokens=list(ids)[: max(tokens - 2, 1)]) + " …"
+        cut = litellm.decode(model=self._model, tokens=list(ids)[: max(tokens - 2, 1)])
+        whole = cut.rstrip("\ufffd")
+        if text.startswith(whole):  # the tokenizer gives the text back as it was: cut at a whole character there
+            cut = whole_characters(text, len(cut) if text.startswith(cut) else len(whole))
+        return cut + " …"
