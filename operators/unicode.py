@@ -67,8 +67,13 @@ def code_points(kind: str) -> frozenset[str]:
 @functools.cache
 def code_point_class(kind: str) -> str:
     """``code_points(kind)`` as the body of a regex character class, in ranges."""
+    return character_class(code_points(kind))
+
+
+def character_class(chars: frozenset[str]) -> str:
+    """``chars`` as the body of a regex character class, in ranges."""
     found: list[tuple[int, int]] = []
-    for cp in sorted(map(ord, code_points(kind))):
+    for cp in sorted(map(ord, chars)):
         if found and found[-1][1] == cp - 1:
             found[-1] = (found[-1][0], cp)
         else:

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from operators.pieces import Pieces
+from operators.store.cjk import cjk_class, cjk_pattern, paired
 from operators.store.settings import IndexSettings
 from operators.unicode import code_point_class, composed, folded, holds, visible
 
@@ -74,12 +75,16 @@ class QueryTokenizer:
         load_bm25s()
         from bm25s.tokenization import _infer_stopwords
 
-        self._unicode = tokens == "unicode"
-        self._plain = re.compile(TOKEN_PATTERN).findall
-        self._plain_pieces = re.compile(TOKEN_PATTERN + "| ").findall  # tokens, and the spaces between pieces
+        self._unicode = tokens != "bm25s"  # "unicode", and "cjk_bigrams" (the same, CJK runs cut into pairs)
+        self._bigrams = tokens == "cjk_bigrams"
+        plain, marked = (cjk_pattern(), cjk_pattern(code_point_class("M"))) if self._bigrams else \
+            (TOKEN_PATTERN, marked_pattern())
+        self._cjk = re.compile(f"[{cjk_class()}]").search if self._bigrams else None
+        self._plain = re.compile(plain).findall
+        self._plain_pieces = re.compile(plain + "| ").findall  # tokens, and the spaces between pieces
         if self._unicode:
-            self._marked = re.compile(marked_pattern()).findall
-            self._marked_pieces = re.compile(marked_pattern() + "| ").findall
+            self._marked = re.compile(marked).findall
+            self._marked_pieces = re.compile(marked + "| ").findall
         self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
         if self._unicode:  # written as the tokens are read: İÇİN, an entry in NFD or with a soft hyphen matched none
             self._stopwords = frozenset(normalized(word, tokens) for word in self._stopwords)
@@ -116,8 +121,10 @@ class QueryTokenizer:
         """The words of ``text`` (and with ``pieces`` the spaces between): a text without combining marks has the
         same words under both rules, and bm25s's pattern finds them 2-3 times faster than the marked one."""
         if self._unicode and holds(text, "M"):
-            return self._marked_pieces(text) if pieces else self._marked(text)
-        return self._plain_pieces(text) if pieces else self._plain(text)
+            found = self._marked_pieces(text) if pieces else self._marked(text)
+        else:
+            found = self._plain_pieces(text) if pieces else self._plain(text)
+        return paired(found) if self._bigrams and not text.isascii() and self._cjk(text) else found
 
     def _stem_words(self):
         if self._stemmer_language is None:
@@ -132,9 +139,9 @@ class QueryTokenizer:
 
 def normalized(text: str, tokens: str) -> str:
     """``text`` as the token rule ``tokens`` (``IndexSettings.tokens``) reads it before cutting it into words:
-    composed (NFC) and lower-cased; under "unicode" also without the invisible characters inside words
-    (``unicode.visible``) and with Turkish's i folded (``unicode.folded``)."""
-    return folded(visible(composed(text))) if tokens == "unicode" else composed(text).lower()
+    composed (NFC) and lower-cased; under "unicode" and "cjk_bigrams" also without the invisible characters inside
+    words (``unicode.visible``) and with Turkish's i folded (``unicode.folded``)."""
+    return composed(text).lower() if tokens == "bm25s" else folded(visible(composed(text)))
 
 
 def marked_pattern() -> str:

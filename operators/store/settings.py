@@ -56,10 +56,12 @@ class IndexSettings(BaseModel):
     stopwords: str | list[str] | None = Field("en", description="bm25s stopwords: a language code, a list, or null.")
     text_fields: list[str] = Field(["title", "text"], min_length=1,
                                    description="Doc-store columns BM25 indexes, joined with a space.")
-    tokens: Literal["unicode", "bm25s"] = Field(
-        "unicode", description="How BM25 cuts text into words: 'unicode' keeps combining marks (vowel signs, "
-        "diacritics) inside a word and drops invisible format characters (soft hyphen, zero-width space); 'bm25s' "
-        "is bm25s's \\w\\w+, which cut such words apart (every index made before 2026-12-06 keeps it).")
+    tokens: Literal["cjk_bigrams", "unicode", "bm25s"] = Field(
+        "cjk_bigrams", description="How BM25 cuts text into words: 'unicode' keeps combining marks (vowel signs, "
+        "diacritics) inside a word and drops invisible format characters (soft hyphen, zero-width space); "
+        "'cjk_bigrams' does too, and cuts runs of Chinese, Japanese and Korean characters into overlapping pairs "
+        "(under 'unicode', which indices made from 2026-12-06 to 2026-12-07 keep, such a run is one word); 'bm25s' "
+        "is bm25s's \\w\\w+, which cut words with marks apart (every index made before 2026-12-06 keeps it).")
 
     @field_validator("dense_options")
     @classmethod

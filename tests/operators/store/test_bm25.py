@@ -12,10 +12,26 @@ import Stemmer
 from operators.store import Index, IndexSettings, bm25
 
 EDGE_QUERIES = ["", "   ", "the of and", "bees bees bees honey", "zzzqqq unknownword", "Ünïcödé straße café 日本語",
+                "北京烤鸭是中国著名的菜肴。東京タワーは東京都港区、高さ3776メートル 猫 서울에서 a日b 々ー",
+                "Ａｂｃ ｶﾀｶﾅ",
                 "x1 y2 __init__ foo_bar 3.14 C++", "THE Bees' knees!!!", "a",
                 "हिन्दी भारत की மொழி القَاهِرَةُ inter\u00adnational hello\u200bworld km² \ufeffbom İstanbul IĞDIR"]
-#: Both token rules of an index (``IndexSettings.tokens``), each held to bm25s with its own pattern.
-RULES = {"unicode": bm25.marked_pattern(), "bm25s": bm25.TOKEN_PATTERN}
+
+
+def _pairs_pattern() -> str:
+    """"cjk_bigrams" as one bm25s pattern, written apart from the tokenizer's: at each place, the pair of CJK
+    characters that starts there, a CJK character alone between others, or a run of other word characters or marks
+    that starts there (a lookahead's group: findall gives the overlapping pairs)."""
+    from operators.store.cjk import cjk_characters
+    from operators.unicode import character_class, code_point_class
+
+    cjk = character_class(cjk_characters())  # the characters, not the tokenizer's own patterns
+    word = f"(?:[^\\W{cjk}]|[{code_point_class('M')}])"
+    return f"(?=([{cjk}]{{2}}|(?<![{cjk}])[{cjk}](?![{cjk}])|(?<!{word}){word}{{2,}}))"
+
+
+#: The token rules of an index (``IndexSettings.tokens``), each held to bm25s with its own pattern.
+RULES = {"cjk_bigrams": _pairs_pattern(), "unicode": bm25.marked_pattern(), "bm25s": bm25.TOKEN_PATTERN}
 
 
 def _as_indexed(texts, settings):
@@ -26,8 +42,10 @@ def _as_indexed(texts, settings):
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None), IndexSettings(stopwords=None),
                                       IndexSettings(stopwords=["war", "river"]),
-                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s")],
-                         ids=["en", "no-stemmer", "no-stopwords", "stopword-list", "german", "bm25s-tokens"])
+                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s"),
+                                      IndexSettings(tokens="unicode")],
+                         ids=["en", "no-stemmer", "no-stopwords", "stopword-list", "german", "bm25s-tokens",
+                              "unicode-tokens"])
 def test_query_tokens_are_those_of_bm25s_tokenize(settings, sample_docs):
     texts = [d["title"] for d in sample_docs] + [d["text"][:300] for d in sample_docs[:300]] + EDGE_QUERIES
     stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
@@ -38,8 +56,9 @@ def test_query_tokens_are_those_of_bm25s_tokenize(settings, sample_docs):
 
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None, stopwords=None),
-                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s")],
-                         ids=["en", "bare", "german", "bm25s-tokens"])
+                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s"),
+                                      IndexSettings(tokens="unicode")],
+                         ids=["en", "bare", "german", "bm25s-tokens", "unicode-tokens"])
 def test_shard_term_counts_are_those_of_bm25s_indexing(settings, sample_docs):
     """Tokenizing each distinct space-separated piece once gives bm25s's own document tokens."""
     from bm25s.tokenization import Tokenizer

@@ -1,7 +1,7 @@
 """BM25 finds words of scripts written with combining marks (Devanagari and Tamil vowel signs, Arabic harakat), words
 an invisible character sits in (a soft hyphen, a word joiner), words a zero-width space separates (Thai marks word
-ends so), and Turkish words by the i a user types; an index made before these rules keeps cutting words as it was
-built (``IndexSettings.tokens``)."""
+ends so), Turkish words by the i a user types, and Chinese, Japanese and Korean words inside the unspaced text they
+are written in; an index made before these rules keeps cutting words as it was built (``IndexSettings.tokens``)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def found(index: Index, query: str) -> list[str]:
 def test_words_with_marks_and_invisible_characters_are_found_by_themselves(tmp_path, make_chunks):
     index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
     index.add(make_chunks(DOCS))
-    assert index.settings.tokens == "unicode"
+    assert index.settings.tokens == "cjk_bigrams"
     assert found(index, "हिन्दी") == ["hindi"]  # no token at all under \w\w+: the vowel signs cut it to letters
     assert found(index, "மொழி") == ["tamil"]
     assert found(index, "القَمَرُ") == ["moon"]  # under \w\w+ moon and pen tied: both were the token "الق"
@@ -74,3 +74,42 @@ def test_a_stopword_list_is_read_as_the_text_is():
 
     settings = IndexSettings(dense=False, stopwords=["İÇİN", "cafe\u0301", "ev\u00adet"])
     assert bm25.tokenize_queries(["için café evet bilgi"], settings) == [["bilgi"]]
+
+
+CJK = [
+    {"_id": "duck", "title": "北京烤鸭", "text": "北京烤鸭是中国著名的菜肴，以其酥脆的鸭皮和鲜嫩的鸭肉而闻名。"},
+    {"_id": "wall", "title": "长城", "text": "长城是中国古代的军事防御工程，全长超过两万公里。"},
+    {"_id": "tower", "title": "東京タワー", "text": "東京タワーは東京都港区芝公園にある総合電波塔です。"},
+    {"_id": "fuji", "title": "富士山", "text": "富士山は日本で最も高い山であり、標高は3776メートルです。"},
+    {"_id": "seoul", "title": "서울", "text": "서울에서 만나요. 한강이 아름답습니다."},
+    {"_id": "cat", "title": "", "text": "猫 と 犬"},
+    {"_id": "honey", "title": "", "text": "bees make honey"},
+]
+
+
+def test_chinese_japanese_and_korean_words_are_found_inside_unspaced_text(tmp_path, make_chunks):
+    """A run of CJK characters was one token: ``烤鸭`` (roast duck) found nothing in ``北京烤鸭是中国...``, ``港区``
+    nothing in ``東京タワーは東京都港区...``; only a query of the whole run between two punctuation marks did."""
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    index.add(make_chunks(CJK))
+    assert found(index, "烤鸭") == ["duck"]
+    assert found(index, "鸭肉") == ["duck"]
+    assert sorted(found(index, "中国")) == ["duck", "wall"]
+    assert found(index, "港区") == ["tower"]
+    assert found(index, "東京") == ["tower"]
+    assert found(index, "メートル") == ["fuji"]  # katakana with its long-vowel mark ー, beside the digits
+    assert found(index, "3776") == ["fuji"]
+    assert found(index, "日本で一番高い山") == ["fuji"]  # a question's words, not written so in the text
+    assert found(index, "서울") == ["seoul"]  # the particle 에서 ("in") is written onto the word
+    assert found(index, "猫") == ["cat"]  # a character alone is a word
+    assert found(index, "honey") == ["honey"]
+
+
+def test_an_index_made_with_the_unicode_rule_keeps_its_whole_runs(tmp_path, make_chunks):
+    """An index made before "cjk_bigrams" was the default holds each run as one term: its queries are cut so too."""
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False, tokens="unicode"))
+    index.add(make_chunks(CJK))
+    again = Index.open(tmp_path / "idx")
+    assert again.settings.tokens == "unicode"
+    assert found(again, "烤鸭") == []
+    assert found(again, "北京烤鸭") == ["duck"]  # the title, a run of its own
