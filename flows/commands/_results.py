@@ -7,6 +7,7 @@ from typing import Any
 
 from flows.commands._support import escape
 from flows.result import counted
+from operators.unicode import whole_characters
 
 #: Characters of a query its table's title shows: a 10,000-character query filled 300 lines of the terminal.
 TITLE_CHARS = 160
@@ -21,9 +22,10 @@ NO_DOCUMENTS_NOTE = "(no model call: the search found no document for this quest
 
 
 def shortened(query: str) -> str:
-    """A query as a table's title shows it: on one line, at most ``TITLE_CHARS`` characters."""
+    """A query as a table's title shows it: on one line, at most ``TITLE_CHARS`` characters (cut at a whole
+    character: a flag or a joined emoji in two halves showed as letters in boxes)."""
     flat = " ".join(query.split())
-    return flat if len(flat) <= TITLE_CHARS else f"{flat[:TITLE_CHARS - 1]}…"
+    return flat if len(flat) <= TITLE_CHARS else f"{whole_characters(flat, TITLE_CHARS - 1)}…"
 
 
 def print_results(out, result, queries, top: int) -> None:
@@ -150,7 +152,7 @@ def cell(value: Any, limit: int = 80) -> str:
     if isinstance(value, (list, tuple, dict)):
         value = json.dumps(value, default=str, ensure_ascii=False)
     text = str(value)
-    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+    return escape(text if len(text) <= limit else whole_characters(text, limit - 1) + "…")
 
 
 def print_steps(out, result) -> None:

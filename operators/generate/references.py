@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.tables import concat, qid_groups, set_column
+from operators.unicode import whole_characters
 
 Kind = Literal["pdf", "web", "web_search", "docs", "text"]
 
@@ -116,7 +117,7 @@ class ReferenceBuilder(Operator):
             return f"{title}. {url or ''}".strip()
         if kind == "web_search":
             snippet = " ".join(str(row.get(p.snippet_column) or "").split())
-            snippet = snippet if len(snippet) <= 120 else snippet[:119] + "…"
+            snippet = snippet if len(snippet) <= 120 else whole_characters(snippet, 119) + "…"
             return f"{title}. {url or ''} (search result: \"{snippet}\")"
         if kind == "docs":
             return f"{title} ({path})" if path else title

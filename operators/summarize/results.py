@@ -12,6 +12,7 @@ from operators.llm import LLMParams, LLMStep, junk_reason, repetition
 from operators.step_notes import SHARED_METADATA
 from operators.summarize._cut import finished
 from operators.tables import in_rank_order, qid_groups
+from operators.unicode import whole_characters
 
 
 class ResultsSummarizer(LLMStep):
@@ -104,6 +105,6 @@ class ResultsSummarizer(LLMStep):
         for i, (title, text) in enumerate(zip(titles, rows.column(p.input_column).to_pylist()), start=1):
             body = (text or "").strip()
             if len(body) > p.max_document_chars:
-                body = body[: p.max_document_chars].rstrip() + " …"
+                body = whole_characters(body, p.max_document_chars).rstrip() + " …"
             blocks.append(f"[{i}] {title}\n{body}" if title else f"[{i}]\n{body}")
         return "\n\n".join(blocks)
