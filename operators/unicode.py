@@ -123,6 +123,8 @@ def whole_characters(text: str, end: int) -> str:
         return text
     if end <= 0:
         return ""
+    if text.isascii():  # every ASCII character is one (but CR LF, harmless cut in two)
+        return text[:end]
     import regex
 
     for match in regex.finditer(r"\X", text):
