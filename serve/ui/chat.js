@@ -81,7 +81,7 @@ function offerChatIndex() {
 }
 
 function renderChat(pending) {
-  const turns = messages.flatMap((m) => [el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
+  const turns = messages.flatMap((m) => [el("div", {class: `turn ${m.role}`}, el("pre", {dir: "auto"}, m.content),
     // a follow-up that a flow searched for with its conversation (query.contextualize) says so
     m.searched ? searchedLine("searched for", m.searched) : null,
     m.stopped ? el("div", {class: "searched"}, "stopped") : null),
@@ -91,7 +91,9 @@ function renderChat(pending) {
     "(no model call: no document found is as close to the question as the flow's min_relevance asks)")] : []),
   // a flow's answer that cites none of the documents it was given says so, in the Search tab's words
   ...(m.uncited ? [el("div", {class: "turn-note uncited"}, "no sources cited")] : [])]);
-  if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
+  if (pending !== undefined) {
+    turns.push(el("div", {class: "turn assistant pending"}, el("pre", {dir: "auto"}, pending || "…")));
+  }
   keepingInView($("chat-input"), () => $("chat-log").replaceChildren(...turns));
 }
 

@@ -278,13 +278,13 @@ function renderTaskChat(taskId, pending) {
   if (shownTask() !== taskId) return;
   const rows = taskRows.get(taskId) || [];
   const turns = (taskChats.get(taskId) || {turns: []}).turns.map((turn) => el("div", {class: "task-turn"},
-    el("div", {class: "turn user"}, el("pre", {}, turn.question)),
+    el("div", {class: "turn user"}, el("pre", {dir: "auto"}, turn.question)),
     // a reply that is no answer ("No answer could be written (...)") lists no sources: they would read as its support
     answerView(turn.answer, turn.unanswered ? [] : sourceNames(turn.sources, rows), {unanswered: turn.unanswered}),
     // a follow-up is asked with the chat before it (query.contextualize)
     turn.askedAs ? searchedLine("asked as", turn.askedAs) : null));
-  if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
-    el("div", {class: "turn assistant pending"}, el("pre", {}, pending.text || "…"))));
+  if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {dir: "auto"}, pending.question)),
+    el("div", {class: "turn assistant pending"}, el("pre", {dir: "auto"}, pending.text || "…"))));
   keepingInView($("task-chat-input"), () => $("task-chat-log").replaceChildren(...turns));
 }
 

@@ -5,10 +5,24 @@
 const PREVIEW_CHARS = 280; // a hit's text longer than this is cut in its table, with a "more" button
 const HEADING_CHARS = 160; // a query longer than this is cut in its heading (whole in the title)
 
-/** A query as a heading: a long one cut with an ellipsis, the whole query in its title. */
+/** ``text`` cut to at most ``chars`` UTF-16 units at a whole character as the reader sees one (Intl.Segmenter's
+ * graphemes): ``slice`` cut an emoji's surrogate pair in two, shown as �, and a flag into one boxed letter. */
+function cutText(text, chars) {
+  if (text.length <= chars) return text;
+  let end = 0;
+  for (const {segment, index} of new Intl.Segmenter(undefined, {granularity: "grapheme"}).segment(text)) {
+    if (index + segment.length > chars) break;
+    end = index + segment.length;
+  }
+  return text.slice(0, end);
+}
+
+/** A query as a heading: a long one cut with an ellipsis, the whole query in its title; its direction its own
+ * (``dir: auto``), so an Arabic or Hebrew query reads right to left. */
 function queryHeading(query, tag = "h2") {
   const text = String(query ?? "");
-  return el(tag, {title: text}, text.length > HEADING_CHARS ? `${text.slice(0, HEADING_CHARS - 1)}…` : text);
+  const shown = text.length > HEADING_CHARS ? `${cutText(text, HEADING_CHARS - 1)}…` : text;
+  return el(tag, {title: text, dir: "auto"}, shown);
 }
 
 const SEARCHED_CHARS = 200; // a follow-up's search longer than this is cut in its turn, with a "more" button
@@ -17,7 +31,8 @@ const SEARCHED_CHARS = 200; // a follow-up's search longer than this is cut in i
  * turns (query.contextualize), cut at SEARCHED_CHARS with "more", the whole text in its title; shown whole, it held
  * the whole previous answer under every follow-up. */
 function searchedLine(label, text) {
-  return el("div", {class: "searched", title: text}, `${label}: `, passageText(String(text), SEARCHED_CHARS));
+  return el("div", {class: "searched", title: text}, `${label}: `,
+    el("bdi", {}, passageText(String(text), SEARCHED_CHARS)));
 }
 
 /** A text with `backticks` (a flow's description) as text nodes and <code> elements: built, never parsed as HTML. */
@@ -28,12 +43,13 @@ function withCode(text) {
 /** A text with `backticks` for a tooltip (a title holds no <code>): the backticks left out, as withCode leaves them. */
 const withoutBackticks = (text) => String(text).replace(/`([^`]+)`/g, "$1");
 
-/** A table whose cells name their column (``data-column``), so a narrow window can lay its rows out as cards. */
+/** A table whose cells name their column (``data-column``), so a narrow window can lay its rows out as cards; each
+ * cell takes the direction of its text (an Arabic title right to left, with its punctuation at its end). */
 function table(columns, rows, cell) {
   return el("table", {},
     el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, c)))),
     el("tbody", {}, ...rows.map((row) => el("tr", {},
-      ...columns.map((c) => el("td", {"data-column": c}, cell(row, c)))))));
+      ...columns.map((c) => el("td", {"data-column": c, dir: "auto"}, cell(row, c)))))));
 }
 
 const fieldText = (value) => (typeof value === "object" ? JSON.stringify(value) : String(value));
@@ -65,7 +81,7 @@ function openingDocno(hit, docno, columns) {
     const fields = Object.entries(hit).filter(([name, value]) => !columns.includes(name) && name !== "query"
       && name !== "qid" && value !== null && value !== undefined);
     const list = fields.length ? el("dl", {}, ...fields.flatMap(([name, value]) => [el("dt", {}, name),
-      el("dd", {}, fieldText(value))])) : el("span", {class: "status"}, "no other fields");
+      el("dd", {dir: "auto"}, fieldText(value))])) : el("span", {class: "status"}, "no other fields");
     row.after(el("tr", {class: "fields", "data-docno": docno}, el("td", {colSpan: columns.length}, list)));
   };
   return button;
@@ -75,11 +91,11 @@ function openingDocno(hit, docno, columns) {
  * again): a source is read in the page, not only in a tooltip a keyboard or a phone cannot open. */
 function passageText(text, chars = PREVIEW_CHARS) {
   if (text.length <= chars) return text;
-  const shown = el("span", {}, `${text.slice(0, chars)}…`);
+  const shown = el("span", {}, `${cutText(text, chars)}…`);
   const toggle = el("button", {type: "button", class: "link more", "aria-expanded": "false"}, "more");
   toggle.onclick = () => {
     const whole = toggle.getAttribute("aria-expanded") !== "true";
-    shown.textContent = whole ? text : `${text.slice(0, chars)}…`;
+    shown.textContent = whole ? text : `${cutText(text, chars)}…`;
     toggle.textContent = whole ? "less" : "more";
     toggle.setAttribute("aria-expanded", String(whole));
   };
@@ -110,9 +126,11 @@ function sourceNames(sources, rows) {
  * cited") are shown under it. */
 function answerView(answer, items, {degraded = null, numbered = false, cut = false, abstained = false,
   unanswered = false} = {}) {
-  const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
+  // <bdi>: each text in its own direction, beside the page's English labels
+  const list = el(numbered ? "ul" : "ol", {class: "sources"},
+    ...items.map((item) => el("li", {}, el("bdi", {}, item))));
   return el("div", {class: "answer"},
-    el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
+    el("p", {}, el("strong", {}, "Answer: "), answer ? el("bdi", {}, answer) : "(no answer)"),
     cut ? el("p", {class: "status cut"}, "(cut off at the step's max_tokens)") : null,
     abstained ? el("p", {class: "status abstained"}, "(no model call: no document found is as close to the " +
       "question as the answer step's min_relevance asks)") : null,
@@ -149,7 +167,8 @@ function summaryKeys(spec) {
 /** A query's summary (the summarize flow's), shown as an answer is rather than only in the folded metadata. */
 function summaryBlock(metadata, spec) {
   const shown = summaryKeys(spec).filter((key) => typeof metadata[key] === "string").map((key) =>
-    el("p", {}, el("strong", {}, key === "summary" ? "Summary: " : `Summary (${key}): `), metadata[key]));
+    el("p", {}, el("strong", {}, key === "summary" ? "Summary: " : `Summary (${key}): `),
+      el("bdi", {}, metadata[key])));
   return shown.length ? el("div", {class: "answer summary"}, ...shown) : null;
 }
 
