@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams
+from operators.unicode import whole_characters
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class BM25Retriever(IndexRetriever):
             stopwords = settings.stopwords if isinstance(settings.stopwords, str) else "the index's list"
             more = len(termless) - 1
             others = f" (and {more} more {'query' if more == 1 else 'queries'})" if more else ""
-            log.warning("%s: BM25 found nothing for %r%s: it has no word BM25 searches for, each one a stopword "
-                        "(stopwords: %s) or a single character", self.step_id, termless[0][:80], others,
-                        stopwords or "none", extra={"note": True})
+            why = (f"each one a stopword (stopwords: {stopwords or 'none'}) or a single character"
+                   if any(char.isalnum() for char in termless[0]) else
+                   "not a letter or digit in it (emoji, symbols and punctuation are no words)")
+            log.warning("%s: BM25 found nothing for %r%s: it has no word BM25 searches for, %s", self.step_id,
+                        whole_characters(termless[0], 80), others, why, extra={"note": True})

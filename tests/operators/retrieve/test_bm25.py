@@ -201,3 +201,14 @@ def test_a_query_of_stopwords_alone_is_said_to_have_nothing_to_search_for(bm25_i
     with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
         op(pa.table({"qid": ["1"], "query": ["zzqx unheardof"]}))  # its words are terms, in no document
     assert not [r for r in caplog.records if r.name == "operators.retrieve.bm25"]
+
+
+def test_a_query_of_emoji_alone_is_said_to_hold_no_letter_or_digit(bm25_index, caplog):
+    """'🍕 ☕' was said to be stopwords or single characters, which it is not: BM25 searches words, and it has none."""
+    op = create("retrieve.bm25", {"index": str(bm25_index), "k": 5}, step_id="words")
+    query = "🍕 ☕ 👩\u200d👩\u200d👧!"
+    with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
+        assert op(pa.table({"qid": ["1"], "query": [query]})).num_rows == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "operators.retrieve.bm25"] == [
+        f"words: BM25 found nothing for {query!r}: it has no word BM25 searches for, not a letter or digit in it "
+        "(emoji, symbols and punctuation are no words)"]
