@@ -104,10 +104,18 @@ NO_PLUGINS := -p no:schemathesis
 # ray_session, as a Ray that Tessera starts): at Ray's default of 15 the niced run took the cores from them, and the
 # Ray run took 617 s beside 429 s for the other; at 0, 463 s beside 512 s: 8:37 for both against 10:26 (2026-12-01). Two Ray workers (tests/serve on one, tests/ui on the other) were slower: two Rays
 # with their Serve apps kept 20-40 processes runnable on 2 cores, and the Ray tests ran past 11 minutes (2026-11-30).
-test: $(VENV)/.installed-test
+# axe-core, the accessibility checker that tests/ui/test_web_ui_axe.py puts in the page: the version (and checksum) that
+# tests/ui/package-lock.json pins, installed by npm beside the tests (tests/ui/node_modules, not committed) when the
+# lock changes; npm keeps the package in its cache. Without npm the test skips and says why.
+AXE := tests/ui/node_modules/.installed
+$(AXE): tests/ui/package.json tests/ui/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix tests/ui --prefer-offline --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "make: no npm, so no axe-core: tests/ui/test_web_ui_axe.py will skip (apt-get install npm)"; fi
+
+test: $(VENV)/.installed-test $(AXE)
 	$(TEST_ENV) bash tests/run_suite.sh $(BIN)/python -p no:cacheprovider $(NO_PLUGINS) --durations=10
 
-test-all: $(VENV)/.installed-test
+test-all: $(VENV)/.installed-test $(AXE)
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --durations=15
 
 # Markers (pyproject.toml, docs/testing.md): ray starts Ray, data reads ../shared/data, slow takes more than a few

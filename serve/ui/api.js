@@ -202,11 +202,15 @@ function showError(message) {
 
 /** The error line stays at the window's top (sticky, style.css) over what scrolls under it: the page's scroll padding
  * is kept as tall, so what the keyboard moves to (Tab, Shift+Tab) or a field an error names is scrolled clear of it,
- * where it was scrolled under it, hidden. Called when the line is shown or hidden, and when the window changes. */
+ * where it was scrolled under it, hidden. A message taller than the line may be (40% of the window: a narrow or
+ * zoomed one) scrolls inside it: the line is then a stop of Tab, so that the arrow keys scroll it to its end, which
+ * a keyboard could not reach. Called when the line is shown or hidden, and when the window changes. */
 function clearOfError() {
   const box = $("error");
   const covered = box.hidden ? 0 : box.offsetHeight + parseFloat(getComputedStyle(box).top || "0");
   document.documentElement.style.scrollPaddingTop = covered ? `${Math.ceil(covered) + 8}px` : "";
+  if (!box.hidden && box.scrollHeight > box.clientHeight) box.tabIndex = 0;
+  else box.removeAttribute("tabindex");
 }
 
 /** Says ``text`` to a screen reader, once: what an action ended with (a search's count, a task's state, an answer).
