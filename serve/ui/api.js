@@ -213,12 +213,20 @@ function clearOfError() {
   else box.removeAttribute("tabindex");
 }
 
-/** Says ``text`` to a screen reader, once: what an action ended with (a search's count, a task's state, an answer).
- * The status lines themselves are not live regions, since some count seconds while work goes on. */
+let saying = Promise.resolve(); // the announcements, said one after another in the order they were made
+
+/** Says ``text`` to a screen reader, once: what an action ended with (a search's count, a task's state, an answer),
+ * and that slow work began ("answering…"). The status lines themselves are not live regions, since some count
+ * seconds while work goes on. Said in order: an outcome never comes before its "running…", nor is replaced by it. */
 function announce(text) {
   const region = $("announcer");
-  region.textContent = "";
-  window.setTimeout(() => { region.textContent = text; }, 50); // the same words twice are announced twice
+  saying = saying.then(() => new Promise((said) => {
+    region.textContent = "";
+    window.setTimeout(() => { // the same words twice are announced twice
+      region.textContent = text;
+      said();
+    }, 50);
+  }));
 }
 
 /** Whether the keyboard's place was lost: the button it was on was switched off, hidden or replaced, which leaves
@@ -341,8 +349,9 @@ function keepingInView(box, render) {
 }
 
 /** Shows ``label`` and the seconds since it began in ``node`` until the returned function is called: slow work
- * (a model writing an answer) visibly goes on. */
+ * (a model writing an answer) visibly goes on, and a screen reader is told once that it began. */
 function ticking(node, label) {
+  announce(label); // once, without the seconds: a screen reader heard nothing from Send until the answer came
   const started = Date.now();
   const show = () => { node.textContent = `${label} ${Math.round((Date.now() - started) / 1000)} s`; };
   show();

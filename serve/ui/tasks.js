@@ -300,6 +300,7 @@ async function askTask(event) {
   }
   asking.add(taskId);
   $("task-chat-send").disabled = true;
+  announce("answering…"); // as the Chat tab's Send says it (api.js ticking)
   try {
     await guarded(async () => {
       if (!taskChats.has(taskId)) {
