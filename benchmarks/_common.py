@@ -130,7 +130,7 @@ def print_side_by_side(local_label: str, local_s: list[float], served_label: str
 
 def rss_bytes() -> int:
     """Resident set size of this process (Linux /proc; no psutil needed)."""
-    with open("/proc/self/statm") as f:
+    with open("/proc/self/statm", encoding="utf-8") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 

@@ -100,7 +100,7 @@ def index_data(args: argparse.Namespace) -> tuple[Path, dict]:
     key = hashlib.sha256(f"{args.index.resolve()}|{generation}|{args.queries}|{args.seed}".encode()).hexdigest()[:12]
     folder = CACHE / f"ann_index_{key}"
     if (folder / "data.json").is_file():
-        return folder, json.loads((folder / "data.json").read_text())
+        return folder, json.loads((folder / "data.json").read_text(encoding="utf-8"))
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     base = index_vectors(args.index)
@@ -114,7 +114,7 @@ def index_data(args: argparse.Namespace) -> tuple[Path, dict]:
     meta = {"n": len(base), "dim": base.shape[1], "real_base": len(base), "queries": len(queries), "sigma": 0.0,
             "index": str(args.index), "median_nn1_cosine_real": None, "mean_copy_to_source_cosine": None,
             "prepare_s": round(time.perf_counter() - start, 1)}
-    (folder / "data.json").write_text(json.dumps(meta, indent=1))
+    (folder / "data.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return folder, meta
 
 
@@ -140,7 +140,7 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
     folder = CACHE / f"ann_n{n}_{key}"
     meta_path = folder / "data.json"
     if meta_path.is_file():
-        return folder, json.loads(meta_path.read_text())
+        return folder, json.loads(meta_path.read_text(encoding="utf-8"))
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     dim = vectors.shape[1]
@@ -165,7 +165,7 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
     meta = {"n": n, "dim": dim, "real_base": len(real), "queries": len(queries), "sigma": sigma,
             "median_nn1_cosine_real": nn1, "mean_copy_to_source_cosine": copy_cos,
             "prepare_s": round(time.perf_counter() - start, 1)}
-    meta_path.write_text(json.dumps(meta, indent=1))
+    meta_path.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return folder, meta
 
 
@@ -207,7 +207,7 @@ def build(kind: str, factory: str, folder: Path, base: np.ndarray, args: argpars
     path = folder / f"{kind}_{factory_name}_efc{args.ef_construction}.faiss"
     info_path = path.with_suffix(".json")
     if path.is_file() and info_path.is_file() and not args.rebuild:
-        return json.loads(info_path.read_text())
+        return json.loads(info_path.read_text(encoding="utf-8"))
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     index = faiss.index_factory(base.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     info: dict = {"factory": factory}
@@ -242,7 +242,7 @@ def build(kind: str, factory: str, folder: Path, base: np.ndarray, args: argpars
     faiss.write_index(index, str(path))
     info["path"] = str(path)
     info["file_bytes"] = path.stat().st_size
-    info_path.write_text(json.dumps(info, indent=1))
+    info_path.write_text(json.dumps(info, indent=1), encoding="utf-8")
     return info
 
 
@@ -387,7 +387,7 @@ def main() -> None:
     out_path = args.out or folder / f"results_{time.strftime('%Y%m%d-%H%M%S')}.json"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps({"data": meta, "args": {k: str(v) for k, v in vars(args).items()},
-                                    "cpu_count": os.cpu_count(), "results": rows}, indent=1))
+                                    "cpu_count": os.cpu_count(), "results": rows}, indent=1), encoding="utf-8")
     print(f"\nresults: {out_path}")
 
 

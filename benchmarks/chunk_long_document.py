@@ -51,7 +51,8 @@ def worker(root: str, corpus: Path, mb: float) -> None:
     table = documents(corpus, mb)
     chunker = create("preprocess.chunk", PARAMS)
     chunker.ensure_setup()
-    held = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024  # RSS now, KB
+    pages = int(Path("/proc/self/statm").read_text(encoding="utf-8").split()[1])
+    held = pages * os.sysconf("SC_PAGE_SIZE") // 1024  # RSS now, KB
     started = time.perf_counter()
     out = chunker(table)
     seconds = time.perf_counter() - started

@@ -78,7 +78,8 @@ def main() -> None:
     texts = [d.get("text") or "" for d in docs]
     old = subprocess.run(["git", "show", f"{args.before}:{MODULE}"], cwd=REPO_ROOT, check=True, capture_output=True,
                          text=True).stdout
-    before, now = load_module("windows_before", old), load_module("windows_now", (REPO_ROOT / MODULE).read_text())
+    current = (REPO_ROOT / MODULE).read_text(encoding="utf-8")
+    before, now = load_module("windows_before", old), load_module("windows_now", current)
     tokenizer, prefix = now.model_tokenizer(ENCODER), now.continuation_prefix(ENCODER)
     batches = [range(i, min(i + args.batch, len(texts))) for i in range(0, len(texts), args.batch)]
 

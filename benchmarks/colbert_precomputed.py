@@ -40,7 +40,8 @@ def _throwaway_model(data: Path, folder: Path) -> str:
 
     corpus = {d["_id"]: d for d in _read_jsonl(data / "corpus.jsonl")}
     queries = {q["_id"]: q["text"] for q in _read_jsonl(data / "queries.jsonl")}
-    rows = [line.split("\t")[:2] for line in (data / "qrels" / "train.tsv").read_text().splitlines()[1:]]
+    train = (data / "qrels" / "train.tsv").read_text(encoding="utf-8")
+    rows = [line.split("\t")[:2] for line in train.splitlines()[1:]]
     rng, ids = random.Random(0), sorted(corpus)
 
     def text(doc):
@@ -82,7 +83,8 @@ def main() -> int:
     full = Index.create(work / "full", {"dense": False})
     full.add(pa.table({"docno": [d["_id"] for d in corpus], "doc_id": [d["_id"] for d in corpus],
                        "title": [d["title"] for d in corpus], "text": [d["text"] for d in corpus]}))
-    test_qids = [line.split("\t")[0] for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    test = (data / "qrels" / "test.tsv").read_text(encoding="utf-8")
+    test_qids = [line.split("\t")[0] for line in test.splitlines()[1:]]
     texts = {q["_id"]: q["text"] for q in _read_jsonl(data / "queries.jsonl")}
     qids = list(dict.fromkeys(test_qids))[:args.queries]
     queries = pa.table({"qid": qids, "query": [texts[q] for q in qids]})

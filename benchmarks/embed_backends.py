@@ -117,7 +117,7 @@ def main() -> None:
               f"{'yes' if row['offer'] else 'no'}")
     if args.json:
         Path(args.json).write_text(json.dumps({"documents": len(sentences), "queries": len(qids), "rows": rows},
-                                              indent=2))
+                                              indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

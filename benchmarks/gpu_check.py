@@ -69,7 +69,7 @@ def prepare(folder: Path, data: Path) -> None:
     shutil.copytree(resolve_model_path("minilm"), minilm, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx", "README.md"))
     (folder / "smollm2").mkdir(exist_ok=True)
-    (folder / "smollm2" / "config.json").write_text(json.dumps(smollm2_config(), indent=1))
+    (folder / "smollm2" / "config.json").write_text(json.dumps(smollm2_config(), indent=1), encoding="utf-8")
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy:  # gpu_run.sh takes stacks of the ingestion's processes with it (pip install py-spy)
         with open(spy, "rb") as binary, lzma.open(folder / "py-spy.xz", "wb") as packed:
@@ -344,7 +344,7 @@ def measure(args: argparse.Namespace) -> None:
         except Exception as error:  # one part failing leaves the others' figures
             report[part] = {"error": f"{type(error).__name__}: {error}"}
         print(f"  {part}: {json.dumps(report[part])}", flush=True)
-        (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
+        (out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out / 'gpu_check.json'}")
 

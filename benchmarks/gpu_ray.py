@@ -193,7 +193,7 @@ def main() -> int:
             failed.append(part)
             report[part] = {"error": f"{type(error).__name__}: {error}"}
             print(f"  {part} failed: {report[part]['error']}", flush=True)
-        (args.out / "gpu_ray.json").write_text(json.dumps(report, indent=1))
+        (args.out / "gpu_ray.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 1 if failed else 0
 
 

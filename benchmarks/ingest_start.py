@@ -35,7 +35,8 @@ def first_events(repo: Path, args: argparse.Namespace, work: Path) -> tuple[floa
     stages, staging, committed = work / "stages-1.jsonl", float("nan"), float("nan")
     try:
         while time.perf_counter() - started < args.limit and child.poll() is None:
-            events = [json.loads(line) for line in stages.read_text().splitlines()] if stages.exists() else []
+            lines = stages.read_text(encoding="utf-8").splitlines() if stages.exists() else []
+            events = [json.loads(line) for line in lines]
             if events and staging != staging:  # nan: not seen yet
                 staging = time.perf_counter() - started
             if any(e["stage"] == "ingest" and e["shards"] > 0 for e in events):

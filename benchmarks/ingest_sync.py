@@ -87,8 +87,9 @@ def main() -> int:
     paths = write_folder(folder, args.files)
     seconds, report = timed_ingest(folder, index, args.shard_size)
     print(f"first ingest: {args.files} files, {report['chunks']} passages, {seconds:.1f} s")
-    edits = [("last file edited", lambda: paths[-1].write_text("# Edited\n\nA new last note.\n")),
-             ("middle file edited", lambda: paths[len(paths) // 2].write_text("# Edited\n\nA new middle note.\n")),
+    edits = [("last file edited", lambda: paths[-1].write_text("# Edited\n\nA new last note.\n", encoding="utf-8")),
+             ("middle file edited", lambda: paths[len(paths) // 2].write_text("# Edited\n\nA new middle note.\n",
+                                                                   encoding="utf-8")),
              ("first file removed", lambda: paths[0].unlink())]
     rows = []
     for i, (what, edit) in enumerate(edits):

@@ -69,7 +69,7 @@ def tree_cpu_seconds(root: int | None = None) -> float:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
                 stat = f.read()
         except OSError:  # gone meanwhile
             continue

@@ -37,7 +37,7 @@ def configurations(folder: Path) -> dict[str, tuple[bool, list[str]]]:
     from ray._private import ray_constants
 
     defaults = ray_constants.RAY_RUNTIME_ENV_DEFAULT_EXCLUDES.split(",")
-    ours = yaml.safe_load((REPO_ROOT / "cluster" / "runtime_env.yaml").read_text())["excludes"]
+    ours = yaml.safe_load((REPO_ROOT / "cluster" / "runtime_env.yaml").read_text(encoding="utf-8"))["excludes"]
     return {"nothing excluded": (False, []), "ray defaults": (True, defaults),
             "runtime_env.yaml": (True, defaults + ours)}
 

@@ -50,7 +50,7 @@ def run(flow: str, index: str, query: str, mode: str, env: dict[str, str], out: 
 
 
 def ranking(file: Path) -> list[str]:
-    return [line.split()[2] for line in file.read_text().splitlines() if line.strip()]
+    return [line.split()[2] for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def main() -> None:
@@ -71,8 +71,8 @@ def main() -> None:
     if index is None:
         index = "qe-sample"
         corpus = work / "corpus.jsonl"
-        lines = (REPO_ROOT / "data" / "sample" / "corpus.jsonl").read_text().splitlines()[:args.docs]
-        corpus.write_text("\n".join(lines) + "\n")
+        lines = (REPO_ROOT / "data" / "sample" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:args.docs]
+        corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
         print(f"ingesting {len(lines)} sample documents into {home}/indices/{index} ...", flush=True)
         subprocess.run([sys.executable, "-m", "flows", "ingest", "--source", str(corpus), "--index", index,
                         "--executor", "local", "--quiet"], cwd=REPO_ROOT, env=env, check=True)
@@ -108,7 +108,8 @@ def main() -> None:
         print(f"{flow:8} {'torch/onnx':8} {slow['wall_s'] / fast['wall_s']:15.2f}x "
               f"{slow['cpu_s'] / fast['cpu_s']:14.2f}x   (same ranking: yes)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rounds": args.rounds, "index": index, "results": results}, indent=2))
+        summary = {"rounds": args.rounds, "index": index, "results": results}
+        Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -91,22 +91,23 @@ def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
     from flows.executors.ray_env import WORKER_NICENESS  # here: the ray-before side's children lack it
 
     temp = Path(tempfile.mkdtemp(prefix="tbq", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    (temp / "token").write_text(secrets.token_hex(32))
+    (temp / "token").write_text(secrets.token_hex(32), encoding="utf-8")
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(temp / "token"), "RAY_AUTH_MODE": "token",
            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
            **WORKER_NICENESS}  # as a Ray that Tessera starts runs them
     env.pop("RAY_ADDRESS", None)
     log, head = temp / "head.log", None
     try:
-        with open(log, "w") as out:  # `ray start`, from this interpreter's Ray
+        with open(log, "w", encoding="utf-8") as out:  # `ray start`, from this interpreter's Ray
             head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                                      "--num-cpus", str(num_cpus), "--include-dashboard=false",
                                      "--disable-usage-stats", "--temp-dir", str(temp)],
                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 180
-        while not (found := re.search(r"ray start --address='([^']+)'", log.read_text(errors="replace"))):
+        started = r"ray start --address='([^']+)'"
+        while not (found := re.search(started, log.read_text(encoding="utf-8", errors="replace"))):
             if head.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"the Ray head did not start:\n{log.read_text()[-3000:]}")
+                sys.exit(f"the Ray head did not start:\n{log.read_text(encoding='utf-8')[-3000:]}")
             time.sleep(0.5)
         yield {"RAY_ADDRESS": found.group(1), "RAY_AUTH_TOKEN_PATH": env["RAY_AUTH_TOKEN_PATH"],
                "RAY_AUTH_MODE": "token"}

@@ -53,7 +53,7 @@ def main() -> None:
     shutil.copyfile(gguf_path("smollm2-135m-instruct"), copy)
     models = copy.parent / "models.yaml"
     models.write_text(yaml.safe_dump({"local-copy": {"model": f"tessera/{copy}", "max_parallel_requests": 1,
-                                                     "timeout": 300, "num_retries": 0}}))
+                                                     "timeout": 300, "num_retries": 0}}), encoding="utf-8")
     os.environ["TESSERA_MODELS"] = str(models)
     os.environ["TESSERA_LLM_THREADS"] = "1"  # the ingress's llama.cpp on one thread, as each replica
     llm = {"name": "smollm2", "aliases": ["local"], "threads": 1, "num_cpus": 0.25,

@@ -194,7 +194,7 @@ def error_lines(paths: list[Path], limit: int = 12) -> list[str]:
     seen: collections.Counter = collections.Counter()
     for path in paths:
         try:
-            text = path.read_text("utf-8", errors="replace")
+            text = path.read_text("utf-8", errors="replace", encoding="utf-8")
         except OSError:
             continue
         for line in text.splitlines():
@@ -301,7 +301,8 @@ def main() -> None:
                       f"MB; logs "
                       f"{last['logs_mb']:.1f} MB; store {last['task_store_mb']:.1f} MB; requests "
                       f"{sum(map(len, soak.seconds.values()))}; problems {len(soak.problems)}", flush=True)
-                (args.out / "live.json").write_text(json.dumps(samples))  # kept should the run fail later
+                # kept should the run fail later
+                (args.out / "live.json").write_text(json.dumps(samples), encoding="utf-8")
                 if stop.wait(args.sample_s):
                     return
 
@@ -327,7 +328,7 @@ def main() -> None:
     result["command"] = sys.argv
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(result, indent=1))
+    out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(f"raw samples: {out}")
     if not args.keep_home:
         shutil.rmtree(home, ignore_errors=True)

@@ -32,7 +32,7 @@ MAKE_TEST = ["bash", "tests/run_suite.sh", ".venv/bin/python", "-p", "no:cachepr
 def read_process(pid: str) -> tuple[str, float, str] | None:
     """(parent pid, CPU-seconds, command line) of ``pid``, or None once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return None

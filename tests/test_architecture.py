@@ -171,3 +171,33 @@ def test_only_the_ingress_imports_the_routers(graph):
     importers = {f"{m} -> {r}" for r in routers for m in graph.find_modules_that_directly_import(r)
                  if not within(m, "serve.routes") and m != "serve.api"}
     assert not importers, "only serve.api includes the routers: move what they share down"
+
+
+#: Where each call takes its encoding as a positional argument.
+ENCODING_AT = {"read_text": 0, "write_text": 1, "open": 3}
+
+
+def text_io_without_encoding(tree: ast.Module) -> list[int]:
+    """Lines of ``open(...)`` in text mode, ``.read_text()`` and ``.write_text()`` that name no ``encoding``: they use
+    the locale's encoding (ASCII or Latin-1 under some locales), where Tessera's files (JSON, YAML, JSONL in any
+    language) are UTF-8."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or any(k.arg == "encoding" for k in node.keywords):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name in ("read_text", "write_text") and isinstance(node.func, ast.Attribute):
+            if len(node.args) <= ENCODING_AT[name]:
+                found.append(node.lineno)
+        elif name == "open" and isinstance(node.func, ast.Name) and len(node.args) <= ENCODING_AT[name]:
+            mode = next((k.value for k in node.keywords if k.arg == "mode"), node.args[1:2] and node.args[1])
+            if not mode or (isinstance(mode, ast.Constant) and "b" not in str(mode.value)):
+                found.append(node.lineno)
+    return found
+
+
+def test_text_files_are_read_and_written_as_utf8():
+    found = {f"{p.relative_to(REPO)}:{line}" for package in (*PACKAGES, "benchmarks")
+             for p in (REPO / package).rglob("*.py")
+             for line in text_io_without_encoding(ast.parse(p.read_text(encoding="utf-8")))}
+    assert not found, f"name encoding='utf-8' (or open in binary) at: {sorted(found)}"

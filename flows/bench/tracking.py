@@ -156,7 +156,7 @@ def _first_open_lock(uri: str):
     lock_path = Path(database).expanduser().resolve().with_name(Path(database).name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "a")
+        handle = open(lock_path, "a", encoding="utf-8")
     except OSError:  # an unwritable folder: MLflow's own open names the problem
         yield
         return

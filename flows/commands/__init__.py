@@ -237,7 +237,7 @@ def _run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Na
         return EXIT_CANCELLED
     except BrokenPipeError:  # `tessera ops | head`
         try:
-            sys.stdout = open(os.devnull, "w")
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")
         except OSError:
             pass
         return EXIT_OK

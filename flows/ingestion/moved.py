@@ -153,7 +153,7 @@ def _read_alike(op: Source, params: dict[str, Any], index_path: str | Path) -> I
     ours, name = _what_it_reads(params), keyed_as(op.name)
     for state_file in sorted((Path(index_path) / STAGING_DIR).glob(f"*/{STATE_FILE}")):
         try:
-            state = json.loads(state_file.read_text())
+            state = json.loads(state_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if keyed_as(state.get("source")) == name and _what_it_reads(state.get("params") or {}) == ours:
@@ -167,7 +167,8 @@ def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
 def last_path(index_path: str | Path, key: str) -> str:
     """The path the source staged under ``key`` was last read from, for a message (its key when unrecorded)."""
     try:
-        params = json.loads((Path(index_path) / STAGING_DIR / key / STATE_FILE).read_text()).get("params") or {}
+        state_file = Path(index_path) / STAGING_DIR / key / STATE_FILE
+        params = json.loads(state_file.read_text(encoding="utf-8")).get("params") or {}
     except (OSError, ValueError, AttributeError):
         return key
     return _location(params, key)

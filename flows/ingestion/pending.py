@@ -139,7 +139,7 @@ def read_json_or_none(path: Path) -> dict[str, Any] | None:
     reports an ingestion (this module, ``first_ingest``'s resume command), where a run refuses a damaged one
     (``errors.read_staging_json``)."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
 

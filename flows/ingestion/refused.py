@@ -54,7 +54,7 @@ def record_or_forget(folder: Path, shard: str, error: BaseException, *, committe
 def read(folder: Path) -> dict[str, Any] | None:
     """The refusal recorded in ``folder`` (``shard``, ``field``, ``reason``), or None."""
     try:
-        found = json.loads((folder / REFUSED_FILE).read_text())
+        found = json.loads((folder / REFUSED_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
     return found if isinstance(found, dict) else None

@@ -106,7 +106,7 @@ def retired_doc_ids(index_path: str | Path, staging: Path, retired: set[str]) ->
         found = None if shard in merged else committed_ids(index_path, shard)
         recorded = staging / IDS / f"{shard}.txt"
         if found is None and recorded.exists():
-            found = set(json.loads(recorded.read_text()))
+            found = set(json.loads(recorded.read_text(encoding="utf-8")))
         if found is None:
             raise SourceChangedError(
                 f"shard {shard} of this source was merged into others by `tessera index compact`, and it was "

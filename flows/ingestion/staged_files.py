@@ -76,7 +76,7 @@ def read_staged(folder: str | Path, shard: str) -> tuple[pa.Table, list[Failure]
     folder = Path(folder)
     docs = pq.read_table(docs_file(folder, shard))
     path = failures_file(folder, shard)
-    failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
+    failures = [Failure.from_dict(d) for d in json.loads(path.read_text(encoding="utf-8"))] if path.exists() else []
     return docs, failures
 
 

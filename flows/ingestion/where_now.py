@@ -139,7 +139,8 @@ def failure_here(index_path: str | Path, resent: str | None = None, params: dict
             return None
         if key not in states:
             try:
-                states[key] = json.loads((Path(index_path) / STAGING_DIR / key / "state.json").read_text())
+                state_file = Path(index_path) / STAGING_DIR / key / "state.json"
+                states[key] = json.loads(state_file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 states[key] = None
         state = states[key]

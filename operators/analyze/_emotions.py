@@ -155,7 +155,7 @@ def load_classifier(reference: str, *, device: str | None):
         path = resolve_model_path(reference)
     except ModelNotFoundError as err:
         raise ModelNotFoundError(f"{err.message}. {hint}") from None
-    config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
+    config = json.loads((path / "config.json").read_text(encoding="utf-8")) if (path / "config.json").is_file() else {}
     architectures = config.get("architectures") or []
     if not any(str(arch).endswith("ForSequenceClassification") for arch in architectures):
         raise ModelNotFoundError(f"model folder {path} holds {architectures or 'no architecture'}, not a "

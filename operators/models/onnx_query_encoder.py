@@ -226,7 +226,7 @@ def _pooling(config: dict[str, Any]) -> tuple[str, int]:
 def _read_json(file: Path, required: str | None) -> Any:
     """``file``'s JSON; None when it is absent and not ``required`` (else ``FastPathUnavailable``)."""
     try:
-        return json.loads(file.read_text())
+        return json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         if required:
             raise FastPathUnavailable(f"no {required} ({file})") from None

@@ -288,7 +288,8 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
             if previous and hasattr(transformer, "set_attn_implementation"):
                 transformer.set_attn_implementation(previous)
         os.replace(partial, fp32)
-        (folder / "source.json").write_text(json.dumps({"model": str(path), "recipe": onnx_export_recipe()}))
+        source = {"model": str(path), "recipe": onnx_export_recipe()}
+        (folder / "source.json").write_text(json.dumps(source), encoding="utf-8")
     if quantize:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -42,7 +42,8 @@ def tokenizer_file(reference: str) -> Path:
     candidates = [folder / "tokenizer.json"]
     modules = folder / "modules.json"
     if modules.is_file():  # a sentence-transformers folder: the Transformer module's folder
-        candidates += [folder / str(m.get("path") or "") / "tokenizer.json" for m in json.loads(modules.read_text())]
+        listed = json.loads(modules.read_text(encoding="utf-8"))
+        candidates += [folder / str(m.get("path") or "") / "tokenizer.json" for m in listed]
     found = next((path for path in candidates if Path(path).is_file()), None)
     if found is None:
         raise ChunkTokenizerError(f"model '{reference}' has no tokenizer.json (a fast tokenizer) in {folder}: "

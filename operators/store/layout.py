@@ -208,7 +208,7 @@ def unfinished_first_ingest(path: Path) -> tuple[Path, str | None] | None:
         return None
     for folder in staged_sources(path):
         try:
-            params = json.loads((folder / STATE_FILE).read_text())["params"]
+            params = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))["params"]
             return folder, params.get("path") or params.get("folder")
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue  # staging was cut short before its plan was written: the next ingest starts it again

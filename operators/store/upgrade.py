@@ -125,7 +125,7 @@ def _planned(folder: Path) -> list[str]:
     """The shard ids a source's staging planned (none without a readable ``state.json``: staging was cut short,
     before any of its shards could be committed)."""
     try:
-        state = json.loads((folder / STATE_FILE).read_text())
+        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
         return [str(s["id"]) for s in state.get("shards", [])]
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return []
