@@ -11,8 +11,8 @@ each document is counted once, even when Ray embeds a shard again after a worker
 events. Either may be off. It takes reports from several threads. Off a terminal (a log,
 ``ray job submit``) the bar's carriage-return redraws would fill the log, so it prints
 lines instead, as ``tessera run`` and ``bench`` do: one per committed shard, one at the end
-of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded; those with documents done say the
-pace so far and the time left.
+of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded, also when only chunks moved (one
+large document); those with documents done say the pace so far and the time left.
 """
 
 from __future__ import annotations
@@ -117,9 +117,13 @@ class ProgressTracker:
             self.chunks += chunks
             self.chunks_total += more
             new = sum(self._new_docs(shard, n) for shard, n in docs.items())
+            if self._bar is not None and chunks:
+                self._bar.set_postfix(self._postfix(), refresh=False)
             if new:
                 self._advance(new)
-            elif chunks:
+            elif chunks:  # a document of thousands of chunks: no document done for minutes, its chunks move
+                if self.lines and time.monotonic() - self._last_line >= HEARTBEAT_S:
+                    self._heartbeat()
                 self._emit()
 
     def _new_docs(self, shard: str, docs: int) -> int:
@@ -141,7 +145,7 @@ class ProgressTracker:
             self.failures += failures
             self._advance(max(0, docs - self._counted.pop(shard, 0)), heartbeat=False)  # documents, then shards
             if self._bar is not None:
-                self._bar.set_postfix(shards=self._shards(), failures=self.failures)
+                self._bar.set_postfix(self._postfix())
             elif self.lines:
                 self._line(f"shard {self._shards()} committed, {self._done()} docs, {self.failures} failed"
                            + self._pace())
@@ -151,9 +155,29 @@ class ProgressTracker:
         if self._bar is not None:
             self._bar.update(docs)
         elif self.lines and heartbeat and docs and time.monotonic() - self._last_line >= HEARTBEAT_S:
-            self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "")
-                       + self._pace())
+            self._heartbeat()
         self._emit()
+
+    def _heartbeat(self) -> None:
+        self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "")
+                   + self._chunks() + self._pace())
+
+    def _postfix(self) -> dict[str, str | int]:
+        """The bar's counts beside its documents: a 20 MB document's bar sat at 0/1 for the 25 minutes of its
+        27,000 chunks' embedding, the chunks done said nowhere."""
+        postfix: dict[str, str | int] = {"shards": self._shards(), "failures": self.failures}
+        if self.chunks_total:
+            postfix["chunks"] = f"{self.chunks}/{self.chunks_total}"
+        return postfix
+
+    def _chunks(self) -> str:
+        """``, chunks 1024/27000 embedded (35/s)`` while chunks are embedded in-process; nothing on Ray or
+        without an encoder."""
+        if not self.chunks_total or self.stage == "staging":
+            return ""
+        seconds = time.monotonic() - self._started
+        rate = f" ({self.chunks / seconds:.0f}/s)" if self.chunks and seconds > 0 else ""
+        return f", chunks {self.chunks}/{self.chunks_total} embedded{rate}"
 
     def _shards(self) -> str:
         return f"{self.shards}/{len(self.shard_docs) or '?'}"
