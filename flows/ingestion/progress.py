@@ -159,8 +159,11 @@ class ProgressTracker:
         self._emit()
 
     def _heartbeat(self) -> None:
-        self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "")
-                   + self._chunks() + self._pace())
+        chunks, pace = self._chunks(), self._pace()
+        if chunks and len(self.shard_docs) == 1 and 0 < self.chunks < self.chunks_total:
+            # one shard: every chunk to embed is known, and its documents' pace tells nothing once they all count
+            pace = ", " + time_left(time.monotonic() - self._started, self.chunks, self.chunks_total - self.chunks)
+        self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "") + chunks + pace)
 
     def _postfix(self) -> dict[str, str | int]:
         """The bar's counts beside its documents: a 20 MB document's bar sat at 0/1 for the 25 minutes of its

@@ -36,3 +36,5 @@ def test_a_log_says_the_chunks_embedded_of_one_large_document(tmp_path, monkeypa
     done = [tuple(map(int, re.search(r"chunks (\d+)/(\d+) embedded", line).groups())) for line in said]
     assert all(total == report.chunks for _, total in done), done
     assert [n for n, _ in done] == sorted(n for n, _ in done) and 0 < done[0][0] < report.chunks, done
+    # one shard: the time left at the chunks' pace, where its one document's pace said nothing
+    assert all(re.search(r"embedded \(\d+/s\), about \d+:\d\d:\d\d left$", line) for line in said[:-1]), said
