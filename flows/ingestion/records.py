@@ -33,6 +33,7 @@ from operators.sources._common import (
     FileRange,
     first_record,
     iter_lines,
+    json_line_problem,
     record_problem,
     whole_file_problem,
 )
@@ -348,7 +349,7 @@ def _parse(raw: bytes, text_field: str, title_field: str = "title",
     except UnicodeDecodeError as err:
         return None, undecodable(err, getattr(decode, "encoding", None))
     except json.JSONDecodeError as err:
-        return None, f"not valid JSON ({err})"
+        return None, json_line_problem(err)
     if not isinstance(record, dict):
         return None, f"a JSON {type(record).__name__}, not an object"
     if (problem := record_problem(record, text_field, title_field, raw)) is not None:  # no text field, or nothing in it

@@ -120,6 +120,12 @@ def opens_spread_object(raw: bytes) -> bool:
     return raw.strip() == b"{"
 
 
+def json_line_problem(err: json.JSONDecodeError) -> str:
+    """Why a JSONL line is not JSON, at its column: json's words ('line 1 column 32 (char 31)') read as another line
+    of the file beside the line that names it (``many.jsonl, line 250001: ... line 1 column 32``)."""
+    return f"not valid JSON at column {err.colno} ({err.msg.removesuffix(' at')})"
+
+
 def whole_file_problem(raw: bytes) -> str | None:
     """Why a JSONL file whose first non-blank line is ``raw`` is not one object a line (``JSON_ARRAY``,
     ``JSON_SPREAD``), or None."""
@@ -198,7 +204,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
                 continue
             except json.JSONDecodeError as err:
                 first = offset in (0, -1) and index == 0
-                errors.bad(offset, index, (first and whole_file_problem(raw)) or f"not valid JSON ({err})")
+                errors.bad(offset, index, (first and whole_file_problem(raw)) or json_line_problem(err))
                 continue
             if not isinstance(record, dict):
                 first = offset in (0, -1) and index == 0 and isinstance(record, list)
