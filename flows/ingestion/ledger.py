@@ -45,6 +45,9 @@ from typing import Any, Callable, Iterator
 
 LEDGER_FILE = "failures.jsonl"
 log = logging.getLogger("tessera.ingest")
+#: Characters of an unreadable line the ledger keeps (``raw``): a retry reads the line from its file, and a 30 MB
+#: line kept whole made each retry that failed it again add 30 MB to the ledger.
+RAW_CHARS = 10_000
 #: (ledger, line) pairs already said to be unreadable, in this process.
 _WARNED: set[tuple[str, int]] = set()
 
@@ -66,6 +69,7 @@ class Failure:
     path: str | None = None             # read failures: file and 1-based line, raw line text
     line: int | None = None
     raw: str | None = None
+    raw_chars: int | None = None        # the line's length where ``raw`` holds its first RAW_CHARS characters only
     shard: str | None = None
 
     @classmethod
@@ -76,8 +80,9 @@ class Failure:
     @classmethod
     def of_line(cls, path: str, line: int, raw: bytes, error: str) -> "Failure":
         path = absolute(path)  # so --retry-failed finds the file from any directory
-        return cls(id=f"read:{path}:{line}", stage="read", error=error, path=path, line=line,
-                   raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        return cls(id=f"read:{path}:{line}", stage="read", error=error, path=path, line=line, raw=text[:RAW_CHARS],
+                   raw_chars=len(text) if len(text) > RAW_CHARS else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -25,3 +25,29 @@ def test_a_broken_line_is_named_by_its_line_and_column(tmp_path, caplog):
     failures = [(e["line"], e["error"]) for e in events if e["event"] == "failure"]
     assert failures == [(21, "not valid JSON at column 32 (Invalid control character)")]
     assert "many.jsonl, line 21: not valid JSON at column 32 (Invalid control character)" in caplog.text
+
+
+def test_a_long_broken_line_is_kept_short_in_the_ledger_however_often_it_is_retried(tmp_path):
+    """A 30 MB line that was not JSON went whole into failures.jsonl, and each --retry-failed that failed it again
+    added it once more (31, 62, 93 MB). The ledger keeps its first RAW_CHARS characters and its length; a retry
+    reads the line from its file."""
+    from flows.ingestion.errors import IngestError
+    from flows.ingestion.ledger import RAW_CHARS
+
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()[:200]
+    texts = " ".join(json.loads(line)["text"] for line in lines)
+    assert len(texts) > 3 * RAW_CHARS
+    broken = '{"_id": "long", "text": "' + " ".join(texts.split()).replace('"', "'")  # never closed
+    source = tmp_path / "long.jsonl"
+    source.write_text(lines[0] + "\n" + broken + "\n" + lines[1] + "\n", encoding="utf-8")
+    ingest(source, tmp_path / "idx", settings=BM25_ONLY, executor="local", progress=False)
+    for _ in range(2):
+        try:
+            ingest(None, tmp_path / "idx", executor="local", progress=False, retry_failed=True)
+        except IngestError as err:  # nothing ingested: the line is still broken
+            assert "long.jsonl, line 2: not valid JSON at column" in str(err), err
+    ledger = tmp_path / "idx" / "failures.jsonl"
+    failures = [e for e in map(json.loads, ledger.read_text().splitlines()) if e["event"] == "failure"]
+    assert len(failures) == 3 and {(e["line"], e["raw_chars"]) for e in failures} == {(2, len(broken))}
+    assert all(e["raw"] == broken[:RAW_CHARS] for e in failures)
+    assert ledger.stat().st_size < len(broken)  # three failures of the line in less than the line
