@@ -118,7 +118,7 @@ class ProgressTracker:
             self.chunks_total += more
             new = sum(self._new_docs(shard, n) for shard, n in docs.items())
             if self._bar is not None and chunks:
-                self._bar.set_postfix(self._postfix(), refresh=False)
+                self._bar.set_postfix(self._postfix())  # redrawn: no document may be done for minutes
             if new:
                 self._advance(new)
             elif chunks:  # a document of thousands of chunks: no document done for minutes, its chunks move
@@ -166,8 +166,8 @@ class ProgressTracker:
         self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else "") + chunks + pace)
 
     def _postfix(self) -> dict[str, str | int]:
-        """The bar's counts beside its documents: a 20 MB document's bar sat at 0/1 for the 25 minutes of its
-        27,000 chunks' embedding, the chunks done said nowhere."""
+        """The bar's counts beside its documents: a 20 MB document's bar sat at 1/1 (counted at its first encoder
+        call) for the minutes of its 27,000 chunks' embedding, the chunks done said nowhere."""
         postfix: dict[str, str | int] = {"shards": self._shards(), "failures": self.failures}
         if self.chunks_total:
             postfix["chunks"] = f"{self.chunks}/{self.chunks_total}"

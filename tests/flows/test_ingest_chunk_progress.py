@@ -38,3 +38,55 @@ def test_a_log_says_the_chunks_embedded_of_one_large_document(tmp_path, monkeypa
     assert [n for n, _ in done] == sorted(n for n, _ in done) and 0 < done[0][0] < report.chunks, done
     # one shard: the time left at the chunks' pace, where its one document's pace said nothing
     assert all(re.search(r"embedded \(\d+/s\), about \d+:\d\d:\d\d left$", line) for line in said[:-1]), said
+
+
+@pytest.mark.integration
+def test_a_terminals_bar_redraws_the_chunks_embedded_of_one_large_document(tmp_path, monkeypatch):
+    """On a terminal the bar counted documents alone, and one document's counted after its first encoder call: it
+    sat at 1/1 with no sign of the chunks. Its ``chunks=N/M`` is redrawn at every encoder call now. A real
+    pseudo-terminal (80 columns) as stderr."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import sys
+    import termios
+    import threading
+
+    texts = [json.loads(line)["text"] for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:40]]
+    source = tmp_path / "book.txt"
+    source.write_text("\n\n".join(texts), encoding="utf-8")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
+    shown = bytearray()
+    reader = threading.Thread(target=lambda: _drain(master, shown), daemon=True)
+    reader.start()
+    monkeypatch.setenv("TERM", "xterm")
+    embed = {"op": "embed.sentence_transformer", "batch_size": 16}
+    spec = {"name": "ingest", "steps": {"read": {"op": "sources.files", "params": {"path": "unused"}},
+                                        "chunk": {"op": "preprocess.chunk",
+                                                  "params": {"unit": "words", "size": 40, "overlap": 0}},
+                                        "embed": embed}}
+    with os.fdopen(slave, "w", encoding="utf-8", closefd=True) as terminal:
+        monkeypatch.setattr(sys, "stderr", terminal)
+        report = ingest(source, tmp_path / "idx", executor="local", spec=spec, progress=True)
+        monkeypatch.undo()
+    reader.join(timeout=10)
+    os.close(master)
+    drawn = {int(n) for n in re.findall(r"chunks=(\d+)/" + str(report.chunks), shown.decode(errors="replace"))}
+    assert len(drawn) >= report.chunks // 16, shown.decode(errors="replace")[-2000:]  # one per encoder call
+    assert report.chunks in drawn
+
+
+def _drain(fd: int, into: bytearray) -> None:
+    """What the terminal shows, read until it closes (a pty's buffer would block the writer when full)."""
+    import os
+
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # the terminal's other end closed
+            return
+        if not data:
+            return
+        into.extend(data)
