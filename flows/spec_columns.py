@@ -42,6 +42,9 @@ def brought_columns(op: Any) -> set[str] | None:
     if op.scope == "source":
         return None
     if "docno" in op.produces() and op.category() in ("retrieve", "sources"):
+        if nested := list(op.nested_operators().values()):  # retrieve.multi_collection: its searches' indices
+            held = [brought_columns(inner) for inner in nested]
+            return None if any(columns is None for columns in held) else set().union(*held)
         return index_columns(op)
     return set()
 
@@ -89,7 +92,7 @@ def _missing_in_row_steps(step: str, op: Any, columns: set[str]) -> list[SpecErr
     brought = [brought_columns(nested) for nested in searches]
     if not row_steps or any(held is None for held in brought):
         return []
-    rows = set(columns).union(*(nested.produces() for nested in searches), *brought, op.produces())
+    rows = set(columns).union(*(nested.produces() for nested in searches), *brought, op.made_columns())
     lists = sorted({field.rsplit(".", 1)[0] for field in op.nested_operators() if field not in row_steps})
     errors = []
     for field, nested in row_steps.items():

@@ -158,6 +158,11 @@ class Operator(StepDeclarations, StepRecording):
         a step's are (``flows.spec_columns``)."""
         return {}
 
+    def made_columns(self) -> dict[str, str]:
+        """The columns this step writes on its rows before its ``row_steps`` run on them: ``produces()`` less what
+        only they write (which ``produces()`` names too, for the steps after this one)."""
+        return self.produces()
+
     def walk(self, where: str = "") -> Iterator[tuple[str, "Operator"]]:
         """This step at ``where`` (``steps.m``), then every operator it runs inside itself, however deep, each with
         the field that configures it in full (``steps.m.params.postprocess.0``): what checks every operator of a

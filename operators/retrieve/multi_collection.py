@@ -115,6 +115,13 @@ class MultiCollectionRetriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
+        """The merged rows' columns, with its searches' (``score_<step>_<name>``) and those its ``postprocess`` steps
+        write (a reranker's score, an analysis's column): a step after this one that reads such a column is checked
+        against them before the flow runs, as it is against any step's."""
+        return {**{column: role for op in self._retrievers + self._post for column, role in op.produces().items()},
+                **self.made_columns()}
+
+    def made_columns(self) -> dict[str, str]:
         return {"collection": "data", "docno": "id", "doc_id": "id", "title": "data", "text": "text",
                 **ranking_columns(self.step_id)}
 

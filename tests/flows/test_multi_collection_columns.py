@@ -90,3 +90,56 @@ def test_a_column_of_the_flow_input_or_of_an_index_not_known_is_not_refused(inde
     multi(index, tfidf_on_body).build().check_columns(["qid", "query", "body"])  # the searches pass it on
     multi(index, tfidf_on_body, index=None).build().check_columns(["qid", "query"])  # b's index is unset: unknown
     multi(index, tfidf_on_body, index=str(index.parent / "nowhere")).build().check_columns(["qid", "query"])
+
+
+WORDS = {"op": "analyze.word_count", "params": {"output_column": "words"}}
+
+
+def then(spec: FlowSpec, column: str) -> FlowSpec:
+    """``spec`` with a step after ``m`` that reads ``column`` (``postprocess.cutoff``'s score column)."""
+    return FlowSpec.parse({**spec.to_dict(), "steps": {**spec.to_dict()["steps"], "cut": {
+        "op": "postprocess.cutoff", "params": {"score_column": column, "similarity_cutoff": 0}}}})
+
+
+def test_the_step_declares_the_columns_its_searches_and_postprocess_steps_write(index):
+    """produces() named the merged rows' columns only: a reranker's or an analysis's column was no column of it."""
+    tfidf = {"op": "rerank.tfidf"}
+    written = multi(index, WORDS, tfidf).build().operators["m"].produces()
+    assert {"words", "score_m_post1", "rank_m_post1", "score_m_a", "rank_m_b", "collection"} <= set(written)
+    assert (written["score"], written["docno"]) == ("score", "id")  # the merged rows' roles stand
+
+
+def test_a_step_after_it_reading_a_column_nothing_writes_is_refused_before_the_searches(index):
+    """It was taken as open (no index param to read the columns of), so such a step failed mid-run, after every
+    collection had been searched and every postprocess step had run."""
+    flow = then(multi(index, WORDS), "wordz").build()
+    with pytest.raises(SpecError) as err:
+        flow.check_columns(["qid", "query"])
+    assert (err.value.step, err.value.field) == ("cut", "steps.cut.params.score_column")
+    assert err.value.message.startswith("needs input column(s) wordz, which no step above it writes"), err.value.message
+    assert "words" in err.value.message and "score_m_a" in err.value.message  # what it may read instead
+    with pytest.raises(SpecError):
+        LocalExecutor().run(flow, QUERIES)
+
+
+@pytest.fixture(scope="module")
+def dated_index(tmp_path_factory):
+    """Documents with a ``year`` field, which only the index holds."""
+    from operators.store import Index, IndexSettings
+
+    path = tmp_path_factory.mktemp("multi_dated") / "index"
+    made = Index.create(path, IndexSettings(dense=False))
+    docs = sample_documents(30)
+    docs = docs.append_column("doc_id", docs.column("docno")).append_column("year", pa.array([2001] * 30))
+    made.commit([made.write_shard("a", docs)])
+    return path
+
+
+@pytest.mark.parametrize("column", ["words", "score_m_post1", "score_m_a", "year"])
+def test_a_step_after_it_reading_a_postprocess_a_search_or_an_index_column_runs(dated_index, column):
+    """words: analyze.word_count's; score_m_post1: rerank.tfidf's own score; score_m_a: collection a's search's;
+    year: a field of the index, which every collection's search brings."""
+    flow = then(multi(dated_index, WORDS, {"op": "rerank.tfidf"}), column).build()
+    flow.check_columns(["qid", "query"])
+    out = LocalExecutor().run(flow, QUERIES).table
+    assert column in out.column_names and out.num_rows > 0
