@@ -34,7 +34,9 @@ def index_columns(op: Any) -> set[str] | None:
         return None
     if not manifest.shards:
         return None
-    return {column for shard in manifest.shards for column in shard.columns}
+    from operators.retrieve._index_retriever import PASSAGE_COLUMNS  # every hit's, filled where a shard lacks one
+
+    return {column for shard in manifest.shards for column in shard.columns} | set(PASSAGE_COLUMNS)
 
 
 def brought_columns(op: Any) -> set[str] | None:

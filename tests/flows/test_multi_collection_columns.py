@@ -52,8 +52,8 @@ def test_a_postprocess_step_needing_a_column_no_collection_gives_is_refused_befo
     assert err.value.message.startswith(
         f"needs input column(s) {column}, which neither the steps before it in params.postprocess nor the searches of "
         "params.collections write, their indices do not hold and step 'm's input cannot bring (its rows may hold: "
-        "collection, doc_id, docno, qid, query, rank, rank_m, rank_m_a, rank_m_b, score, score_m, score_m_a, "
-        "score_m_b, text, title)"), err.value.message
+        "chunk_index, collection, doc_id, docno, qid, query, rank, rank_m, rank_m_a, rank_m_b, score, score_m, "
+        "score_m_a, score_m_b, text, title, total_chunks)"), err.value.message
 
 
 def test_a_spec_file_names_the_line_of_the_postprocess_step(index, tmp_path):
@@ -140,6 +140,19 @@ def test_a_step_after_it_reading_a_postprocess_a_search_or_an_index_column_runs(
     """words: analyze.word_count's; score_m_post1: rerank.tfidf's own score; score_m_a: collection a's search's;
     year: a field of the index, which every collection's search brings."""
     flow = then(multi(dated_index, WORDS, {"op": "rerank.tfidf"}), column).build()
+    flow.check_columns(["qid", "query"])
+    out = LocalExecutor().run(flow, QUERIES).table
+    assert column in out.column_names and out.num_rows > 0
+
+
+@pytest.mark.parametrize("column", ["chunk_index", "total_chunks"])
+@pytest.mark.parametrize("search", ["bm25", "m"])
+def test_a_step_reading_the_chunk_numbers_every_hit_has_runs(index, search, column):
+    """A search of an index writes each hit's chunk_index and total_chunks (1 for a whole document) though the
+    index's manifest lists no such field: a step reading them was refused, "which no step above it writes"."""
+    first = {"op": "retrieve.bm25", "params": {"index": str(index)}} if search == "bm25" else \
+        multi(index).to_dict()["steps"]["m"]
+    flow = then(FlowSpec.parse({"name": "chunks", "steps": {search: first}}), column).build()
     flow.check_columns(["qid", "query"])
     out = LocalExecutor().run(flow, QUERIES).table
     assert column in out.column_names and out.num_rows > 0
