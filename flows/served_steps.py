@@ -116,14 +116,17 @@ class ServedLLMStep(_Served, LLMStep):
         return super(_Served, self).cache_identity()
 
     def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
-              options: Mapping[str, Any]) -> list[Completion | LLMError]:
-        """Each prompt as a request to the deployment, with ``options`` (an LLM judge's grammar, llama.cpp's
-        ``response_format``) when the deployment runs llama.cpp, as the embedded model takes them in-process."""
+              options: Mapping[str, Any], seeds: list[int | None] | None = None) -> list[Completion | LLMError]:
+        """Each prompt as a request to the deployment, with its seed of ``seeds`` (OpenAI's ``seed``, which both
+        engines take), and ``options`` (an LLM judge's grammar, llama.cpp's ``response_format``) when the deployment
+        runs llama.cpp, as the embedded model takes them in-process."""
         workers = min(len(prompts), self.params.concurrency or 4)
         sent = dict(options) if self._info["engine"] == "llama_cpp" else {}
+        seeded = [sent if seeds is None or seeds[i] is None else {**sent, "seed": seeds[i]}
+                  for i in range(len(prompts))]
         return each_concurrently(
             lambda i, prompt: self._call(prompt, None if on_text is None else (lambda piece: on_text(i, piece)),
-                                         sent),
+                                         seeded[i]),
             prompts, workers)
 
     def _call(self, prompt: Prompt, on_text: Callable[[str], None] | None,

@@ -50,7 +50,8 @@ def row_functions(op: Operator) -> tuple[Callable[[dict], dict], Callable[[dict]
     from operators.llm.gateway import Completion, LLMError
 
     p = op.params
-    sampling = {"temperature": p.temperature, "max_tokens": p.max_tokens}
+    sampling = {"temperature": p.temperature, "max_tokens": p.max_tokens,
+                **({} if getattr(p, "seed", None) is None else {"seed": p.seed})}  # vLLM's SamplingParams take it
     op_class, params, step_id = type(op), p.model_dump(), op.step_id
     built: list[Operator] = []  # the operator, rebuilt once where the functions run (only its params travel)
 

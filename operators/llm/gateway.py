@@ -332,7 +332,8 @@ def _usage_option(alias: ModelAlias) -> dict[str, Any]:
 
 
 def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrency: int | None = None,
-                  on_text: Callable[[int, str], None] | None = None, **options: Any) -> list[Completion | LLMError]:
+                  on_text: Callable[[int, str], None] | None = None, seeds: Sequence[int | None] | None = None,
+                  **options: Any) -> list[Completion | LLMError]:
     """``complete`` for each prompt, in order; a failed call is its ``LLMError`` in the list, not a raise.
 
     Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4); with every
@@ -341,19 +342,24 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
     replies are streamed: it gets the prompt's position and each piece of its reply. ``FlowCancelled`` is raised,
     never listed.
 
-    Under a step that runs with the step cache (a ``CallMemo`` in force, ``operators.call_memo``), each reply at
-    temperature 0 is recorded as it arrives and a call recorded before is read back instead of sent
-    (``replayed``): a rerun after a Ctrl-C mid-batch sends only the calls that had not finished.
+    ``seeds`` gives each prompt's ``seed`` (None: the call draws its own sample), as ``options`` would give one to
+    all. Under a step that runs with the step cache (a ``CallMemo`` in force, ``operators.call_memo``), each reply
+    at temperature 0 or with a seed is recorded as it arrives and a call recorded before is read back instead of
+    sent (``replayed``): a rerun after a Ctrl-C mid-batch sends only the calls that had not finished.
     """
     alias = resolve(model)
     limit = alias.max_parallel_requests
     workers = max(1, min(len(prompts), concurrency or limit or 4, limit or len(prompts)))
-    memo = current_memo() if options.get("temperature", 0.0) == 0 else None  # above 0 each call samples afresh
+    each = [dict(options, **({} if seeds is None or seeds[i] is None else {"seed": seeds[i]}))
+            for i in range(len(prompts))]
+    # above temperature 0 an unseeded call samples afresh: neither kept nor read back
+    memo = current_memo() if all(o.get("temperature", 0.0) == 0 or o.get("seed") is not None for o in each) \
+        else None
     ids: list[bytes] = []
     kept: dict[bytes, dict[str, Any]] = {}
     if memo is not None and prompts:
-        ids = [call_id(model=model, alias=alias.model_dump(exclude={"description"}), prompt=prompt, options=options)
-               for prompt in prompts]
+        ids = [call_id(model=model, alias=alias.model_dump(exclude={"description"}), prompt=prompt, options=each[i])
+               for i, prompt in enumerate(prompts)]
         kept = memo.recall(ids)
 
     def one(position: int, prompt: Prompt) -> Completion | LLMError:
@@ -364,7 +370,7 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
             return done
         pieces = None if on_text is None else (lambda piece: on_text(position, piece))
         try:
-            done = complete(prompt, model=model, on_text=pieces, **options)
+            done = complete(prompt, model=model, on_text=pieces, **each[position])
         except LLMError as err:
             return err  # not kept: a failure is asked again
         if memo is not None:

@@ -5,12 +5,13 @@ A subclass of ``LLMStep`` gives a ``name``, its prompts (``system_prompt`` and
 ``system_prompt`` and ``prompt``), and its ``transform``, which calls ``self.ask`` with
 one prompt per unit of work and parses what comes back. Everything else is here:
 
-* **Params** (``LLMParams``): ``model`` (an alias or a litellm string), ``temperature``,
+* **Params** (``LLMParams``): ``model`` (an alias or a litellm string), ``temperature``, ``seed``,
   ``max_tokens``, ``timeout``, ``total_timeout``, ``num_retries``, ``on_error``.
 * **Cache rule.** The cache identity is the params, the resolved model (an alias can be
   redefined) and the prompt templates. ``temperature`` 0 is deterministic, so the step
   is cached; above 0 each run must sample afresh, so ``cacheable`` is False for that
-  step (an instance attribute set from the params; ``cacheable_if`` says so to ``tessera ops``).
+  step (an instance attribute set from the params; ``cacheable_if`` says so to ``tessera ops``),
+  unless a ``seed`` names the sample to draw: the same seed asks for the same reply again.
 * **Usage.** Every call's prompt/completion tokens and seconds go to the step record
   (``record_usage``: the flow result's step table, both executors) and to the query's
   metadata under ``usage`` keyed by step id.
@@ -34,6 +35,7 @@ from operators.base import Operator
 from operators.errors import ParamsError, SpecError
 from operators.llm.aliases import key_env, known_model, missing_file, model_identity, no_server, resolve
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
+from operators.llm.seeds import call_seed
 from operators.local_files import llm_model
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,12 @@ class LLMParams(BaseModel):
                        "model string "
                        "('openai/gpt-4o-mini', 'ollama_chat/phi3').")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature. 0 is deterministic and the "
-                               "step is cached; above 0 the step is never cached (each run samples afresh).")
+                               "step is cached; above 0 the step is not cached (each run samples afresh) unless "
+                               "a seed is given.")
+    seed: int | None = Field(None, ge=-2**63, le=2**63 - 1, description="Seed of the model's sampling (above "
+                             "temperature 0), passed to the model as OpenAI's seed: the same seed, prompt and model "
+                             "give the same reply (the embedded model; a server as far as it keeps to it), so a "
+                             "seeded step is cached; null draws a fresh sample each call.")
     max_tokens: int = Field(256, gt=0, le=32768, description="Most tokens the model may write per call.")
     timeout: float | None = Field(None, gt=0, description="Seconds one call may take (per attempt; litellm's "
                                   "timeout); null takes the alias's setting (60 s by default, the local model 300 s).")
@@ -87,7 +94,7 @@ class LLMStep(Operator):
     concurrency: ClassVar[int | None] = 2
     system_prompt: ClassVar[str] = ""
     prompt_template: ClassVar[str] = ""
-    cacheable_if: ClassVar[str | None] = "temperature == 0"
+    cacheable_if: ClassVar[str | None] = "temperature == 0 or seed is set"
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
     prompt_fields: ClassVar[tuple[str, ...]] = ()
     #: The fields a spec's ``prompt`` must use (the text the step is about); it must use one field at least.
@@ -98,7 +105,7 @@ class LLMStep(Operator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.cacheable = self.params.temperature == 0  # type: ignore[misc]  (a per-step setting)
+        self.cacheable = self.params.temperature == 0 or self.params.seed is not None  # type: ignore[misc]
         if self.params.prompt is not None:
             unknown = set(_format_fields(self.params.prompt)) - set(self.prompt_fields)
             if unknown:
@@ -183,7 +190,9 @@ class LLMStep(Operator):
         """
         keys = list(prompts)
         pieces = None if on_text is None else (lambda position, piece: on_text(keys[position], piece))
-        results = self.calls([prompts[k] for k in keys], pieces, options or {})
+        seeds = None if self.params.seed is None else \
+            [call_seed(self.params.seed, qids[k] if qids is not None else k) for k in keys]
+        results = self.calls([prompts[k] for k in keys], pieces, options or {}, seeds)
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
                 self.record(qids[key] if qids is not None else key, result)
@@ -194,13 +203,14 @@ class LLMStep(Operator):
         return dict(zip(keys, results))
 
     def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
-              options: Mapping[str, Any]) -> list[Completion | LLMError]:
-        """The model's reply to each prompt, in order (``on_text(position, piece)`` when streamed): through the
-        gateway here, through a Serve deployment in a placed step (``flows.placement``)."""
+              options: Mapping[str, Any], seeds: list[int | None] | None = None) -> list[Completion | LLMError]:
+        """The model's reply to each prompt, in order (``on_text(position, piece)`` when streamed), each sampled with
+        its seed of ``seeds`` (``seeds.call_seed``): through the gateway here, through a Serve deployment in a placed
+        step (``flows.placement``)."""
         p = self.params
         return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
                              max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text,
-                             total_timeout=p.total_timeout, **options)
+                             total_timeout=p.total_timeout, seeds=seeds, **options)
 
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""

@@ -72,7 +72,7 @@ class QueryContextualizer(LLMStep):
     aliases = ("contextualize", "condense_question", "QueryContextualizer")
     scope = "row"
     Params: ClassVar[type[ContextualizeParams]] = ContextualizeParams
-    cacheable_if: ClassVar[str | None] = "method == 'history' or temperature == 0"
+    cacheable_if: ClassVar[str | None] = "method == 'history' or temperature == 0 or seed is set"
     system_prompt = ("You rewrite the last question of a conversation so that it can be understood without the "
                      "conversation: replace words such as it, they, he, she, that and there with what they refer "
                      "to. Reply with the rewritten question only.")

@@ -5,7 +5,7 @@ A flow answers when one of its steps is ``generate.answer``; ``GET /v1/models`` 
 built-in and the caller's saved flows that do (``type: flow``). The last user message is
 the question; the messages before it travel as the query's ``messages`` column when the
 flow has a step that reads a conversation (``query.contextualize``, as ``rag`` does, or
-``retrieve.messages``: follow-up questions). ``temperature`` and
+``retrieve.messages``: follow-up questions). ``temperature``, ``seed`` and
 ``max_tokens`` go to the flow's steps that ask a language model with them (``Operator.calls_model``); a
 non-standard ``index`` field (the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
 The flow runs in this replica on the local executor, as ``/v1/search`` does, and the
@@ -154,8 +154,10 @@ def _question(request: Any) -> tuple[str, list[dict[str, str]]]:
 
 
 def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
-    """``spec`` with the request's ``temperature``/``max_tokens`` on the steps that ask a model with them."""
-    options = {"temperature": request.temperature, "max_tokens": request.max_completion_tokens or request.max_tokens}
+    """``spec`` with the request's ``temperature``/``seed``/``max_tokens`` on the steps that ask a model with them (a
+    seed: the same request samples the same answer again; ``n`` choices get seed + 1, ..., ``operators.llm.seeds``)."""
+    options = {"temperature": request.temperature, "seed": request.seed,
+               "max_tokens": request.max_completion_tokens or request.max_tokens}
     options = {key: value for key, value in options.items() if value is not None}
     if not options:
         return spec
@@ -183,7 +185,7 @@ def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:
     JSON carries: ``param_numbers``' ``ApiError``) as a 422 naming the request's field: the client sent no
     ``steps.<id>.params.max_tokens``. Any other error as it is, also one of a value that ``params`` gave the step
     (``{"answer.max_tokens": "lots"}`` was "max_tokens: the flow's step 'answer' refuses None")."""
-    fields = {"temperature": "temperature",
+    fields = {"temperature": "temperature", "seed": "seed",
               "max_tokens": "max_completion_tokens" if request.max_completion_tokens else "max_tokens"}
     where = (err.field if isinstance(err, SpecError) else err.param) or ""
     step, _, option = where.removeprefix("steps.").partition(".params.")
@@ -196,8 +198,8 @@ def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:
                     param=field, code=code)
 
 
-#: Sampling options of a chat that a flow's steps take none of (they take ``temperature`` and ``max_tokens``), each
-#: with the value that asks for nothing: another was dropped without a word, the answer not what was asked for.
+#: Sampling options of a chat that a flow's steps take none of (they take ``temperature``, ``seed``, ``max_tokens``),
+#: each with the value that asks for nothing: another was dropped without a word, the answer not what was asked for.
 NOT_FLOW_OPTIONS = {"top_p": 1, "presence_penalty": 0, "frequency_penalty": 0}
 
 
@@ -215,8 +217,8 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
     for option, neutral in NOT_FLOW_OPTIONS.items():
         if getattr(request, option) not in (None, neutral):
             field = fields.get(option, option)
-            raise ApiError(422, f"{field}: a flow's steps take only temperature and max_tokens, so {field} would be "
-                           f"ignored; send it without {field}, or ask a served model", param=field,
+            raise ApiError(422, f"{field}: a flow's steps take only temperature, seed and max_tokens, so {field} "
+                           f"would be ignored; send it without {field}, or ask a served model", param=field,
                            code="unsupported_parameter")
     if request.stop:
         raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "

@@ -7,7 +7,9 @@ documents for each choice). So the flow is cut at its answer step (``generate.an
 over the question, and the answer step with the steps after it (``generate.references``) run over ``n`` copies of its
 input, one query id each (``<qid>#1`` ... ``<qid>#n``). Each choice gets its own answer and the references it cites, all
 from the same documents; the metadata of the steps before the answer (``standalone_query``) is each choice's too,
-and their usage counts once in the total. A flow whose steps after the answer read a step before it (other than
+and their usage counts once in the total. A request's ``seed`` is the first choice's, the next choices sample with
+seed + 1, ... (``operators.llm.seeds``), as a served model's do: the same request gives the same choices, each its own.
+A flow whose steps after the answer read a step before it (other than
 through the answer) cannot be cut so: ``n`` above 1 is refused for it, naming the step.
 """
 
@@ -23,6 +25,7 @@ from flows.progress import CancelToken
 from flows.spec import Flow
 from flows.spec_checks import ancestors
 from operators.generate.answer_stream import ANSWER_OP, Sink, streaming_answers
+from operators.llm.seeds import seeding_choices
 from operators.tables import concat, set_column
 from serve import service as svc
 from serve.chat.flow_answer import flow_result, message
@@ -80,7 +83,8 @@ def run_choices(prepared: svc.Prepared, table: pa.Table, n: int, sink: Sink | No
         if rows.num_rows:
             copies = concat([set_column(rows, "qid", pa.array([choice] * rows.num_rows, pa.string()))
                              for choice in qids])
-            answered = flow_result(dataclasses.replace(prepared, flow=answer), copies, cancel)
+            with seeding_choices({choice: i for i, choice in enumerate(qids)}):
+                answered = flow_result(dataclasses.replace(prepared, flow=answer), copies, cancel)
             rows, metadata = answered.table, answered.metadata
         else:  # nothing found: each choice is what a run of the whole flow records for a query none of whose rows
             # reached its answer step (``Operator.no_rows_metadata``: generate.answer's decline)

@@ -39,7 +39,7 @@ def test_cacheable_is_a_condition_where_the_params_decide_it():
     assert operator_info(get_operator("postprocess.reduce"))["cacheable"] is True
     assert operator_info(get_operator("rerank.api"))["cacheable"] is False
     for name in ("generate.answer", "summarize.documents", "rerank.llm_tournament", "query.expand"):
-        assert operator_info(get_operator(name))["cacheable"] == "if temperature == 0", name
+        assert operator_info(get_operator(name))["cacheable"] == "if temperature == 0 or seed is set", name
 
 
 def test_word_count_info():

@@ -28,7 +28,7 @@ def test_ops_reports_every_source_as_never_cached(tmp_path, monkeypatch, capsys)
     assert "sources.jsonl" in sources
     assert {name: infos[name]["cacheable"] for name in sources} == dict.fromkeys(sources, False)
     assert infos["postprocess.reduce"]["cacheable"] is True and infos["rerank.api"]["cacheable"] is False
-    assert infos["generate.answer"]["cacheable"] == "if temperature == 0"
+    assert infos["generate.answer"]["cacheable"] == "if temperature == 0 or seed is set"
     assert "never cached" in tessera("ops", "sources.jsonl").splitlines()[0]
 
 

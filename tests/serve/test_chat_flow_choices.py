@@ -107,3 +107,31 @@ def test_a_question_the_search_finds_nothing_for_is_declined_in_every_choice(cli
     assert one.content == "The documents found do not answer this question." and one.model_extra["abstained"]
     assert [(c.message.content, c.message.model_extra) for c in two.choices] == [(one.content, one.model_extra)] * 2
     assert two.usage.total_tokens == 0
+
+
+def _answers(client, n: int = 1, **asked) -> list[str]:
+    reply = client.chat.completions.create(model="smallrag", messages=QUESTION, temperature=1.5, max_tokens=24, n=n,
+                                           **asked)
+    return [choice.message.content for choice in reply.choices]
+
+
+def test_a_seed_makes_a_flow_s_sampled_answer_the_same_each_time(client):
+    """OpenAI's seed was taken and dropped: each answer sampled above temperature 0 drew a fresh seed, so a client
+    could not ask for the same answer again, as it can of a served model."""
+    first = _answers(client, seed=7)
+    assert _answers(client, seed=7) == first and first[0].strip()
+    assert _answers(client, seed=8) != first  # another seed, another sample
+
+
+def test_n_seeded_choices_are_each_their_own_and_the_same_again(client):
+    """Choice i samples with seed + i, as a served model's choices do: not n copies of the first choice's answer."""
+    three = _answers(client, n=3, seed=7)
+    assert len(set(three)) == 3
+    assert _answers(client, n=3, seed=7) == three
+    assert three[:2] == _answers(client, seed=7) + _answers(client, seed=8)  # choice 1 is seed 8's answer
+    streamed = ["", "", ""]
+    for chunk in client.chat.completions.create(model="smallrag", messages=QUESTION, temperature=1.5, max_tokens=24,
+                                                n=3, seed=7, stream=True):
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.delta.content or ""
+    assert streamed == three  # streamed, the same choices

@@ -92,3 +92,16 @@ def test_a_value_params_gave_a_step_is_refused_in_its_own_name_not_the_requests(
         chat_flows.prepare_flow(spec, request, "local")
     where = err.value.field if isinstance(err.value, SpecError) else err.value.param
     assert where == f"steps.answer.params.{option}" and "refuses" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("body", ["openai", "cohere"])
+def test_a_seed_reaches_the_steps_that_ask_a_model_on_either_body(make_service, body):
+    """It was taken and dropped: a sampled answer could not be asked for again (the model's reply is in
+    tests/serve/test_chat_flow_choices.py)."""
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    request = chat.ChatRequest(model="rag", messages=QUESTION, seed=-7, temperature=0.8) if body == "openai" else \
+        cohere_chat.CohereChatRequest(model="rag", messages=QUESTION, seed=-7, temperature=0.8).openai()
+    prepared, _ = chat_flows.prepare_flow(spec, request, "local")
+    assert (prepared.spec.steps["answer"].params["seed"], prepared.flow.operators["answer"].cacheable) == (-7, True)
+    assert "seed" not in prepared.spec.steps["standalone"].params  # method: history asks no model

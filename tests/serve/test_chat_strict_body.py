@@ -127,11 +127,11 @@ def test_stop_on_a_flow_is_refused_naming_the_field_sent(client):
     ("/v2/chat", "frequency_penalty", 0.5),
 ])
 def test_a_sampling_option_a_flow_takes_none_of_is_refused_naming_the_field_sent(client, path, field, value):
-    """A flow's steps take temperature and max_tokens only: top_p (Cohere's p) and the penalties were dropped without
-    a word, the answer sampled as if they were not sent."""
+    """A flow's steps take temperature, seed and max_tokens only: top_p (Cohere's p) and the penalties were dropped
+    without a word, the answer sampled as if they were not sent."""
     error = refused(client, path, {"model": "rag", "messages": QUESTION, field: value})
     assert (error["param"], error["code"]) == (field, "unsupported_parameter"), error
-    assert "only temperature and max_tokens" in error["message"], error
+    assert "only temperature, seed and max_tokens" in error["message"], error
 
 
 def test_the_neutral_sampling_options_and_empty_logit_bias_pass_a_flow_s_checks(client):
