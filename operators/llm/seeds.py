@@ -28,4 +28,9 @@ def call_seed(seed: int | None, qid: str | None) -> int | None:
     if seed is None:
         return None
     offset = (_offsets.get() or {}).get(str(qid), 0) if qid is not None else 0
+    return moved_seed(seed, offset)
+
+
+def moved_seed(seed: int, offset: int) -> int:
+    """``seed + offset`` as a 64-bit signed sum: past the top it wraps round to the bottom."""
     return (seed + offset + _SPAN // 2) % _SPAN - _SPAN // 2

@@ -177,7 +177,9 @@ class LlamaCppDeployment:
 def choice_body(body: dict[str, Any], index: int) -> dict[str, Any]:
     """The request for choice ``index`` of ``n``: a seed the client gave is the first choice's, the next choices
     get seed + 1, ... (the same seed would write the same reply again); without one each draws a fresh seed."""
-    return {**body, "seed": body["seed"] + index} if index and body.get("seed") is not None else body
+    from operators.llm.seeds import moved_seed
+
+    return {**body, "seed": moved_seed(body["seed"], index)} if index and body.get("seed") is not None else body
 
 
 def usage_chunk(last: dict[str, Any], model: str, written: list[tuple[list[int], str | None]],

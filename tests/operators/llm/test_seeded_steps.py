@@ -43,3 +43,11 @@ def test_a_choice_s_calls_sample_with_the_seed_moved_on_by_its_index():
         assert [call_seed(7, qid) for qid in ("1#1", "1#2", "2")] == [7, 8, 7]
         assert call_seed(2**63 - 1, "1#2") == -2**63 and call_seed(None, "1#2") is None
     assert call_seed(7, "1#2") == 7  # outside a chat's choices
+
+
+def test_a_served_models_choices_move_the_seed_on_as_a_64_bit_sum():
+    from serve.deployments.llm import choice_body
+
+    top = 2**63 - 1
+    assert [choice_body({"seed": top}, i)["seed"] for i in range(3)] == [top, -2**63, -2**63 + 1]
+    assert choice_body({"seed": 5}, 2)["seed"] == 7 and choice_body({}, 2) == {}
