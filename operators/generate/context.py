@@ -39,6 +39,7 @@ class ContextBuilder(Operator):
 
     name = "generate.context"
     aliases = ("build_context",)
+    version = "2"  # 2: a Chinese or Japanese text's sentences end at 。！？ (it was one sentence: fit share cut it)
     scope = "query"
 
     class Params(BaseModel):
@@ -150,7 +151,7 @@ class ContextBuilder(Operator):
     def _shared(self, rows: list[dict[str, Any]], query: str) -> tuple[list[str], list[int | None]]:
         """``fit: share``: the best rows that get ``min_block_tokens`` each; every one its first sentence within an
         equal share of the budget (cut at a token where it is longer), then more sentences, best rows first."""
-        from operators.generate.sentences import ranked_sentences
+        from operators.generate.sentences import joined, ranked_sentences
 
         p = self.params
         taken = min(len(rows), p.max_documents or len(rows), p.max_context_length // p.min_block_tokens)
@@ -161,7 +162,7 @@ class ContextBuilder(Operator):
             candidates.append(ranked_sentences(text, query if p.sentences else "", None)[:p.sentences])
 
         def size(i: int, sentences: list[tuple[int, str]]) -> int:
-            return self._count(headers[i] + " ".join(s for _, s in sorted(sentences)) + "\n\n")
+            return self._count(headers[i] + joined(s for _, s in sorted(sentences)) + "\n\n")
 
         kept: list[list[tuple[int, str]]] = [candidates[i][:1] for i in range(taken)]
         cut: list[str | None] = [None] * taken  # a block whose first sentence is over its share
@@ -178,7 +179,7 @@ class ContextBuilder(Operator):
                 if more > left:
                     break
                 kept[i], left = grown, left - more
-        blocks = [cut[i] if cut[i] is not None else headers[i] + " ".join(s for _, s in sorted(kept[i]))
+        blocks = [cut[i] if cut[i] is not None else headers[i] + joined(s for _, s in sorted(kept[i]))
                   for i in range(taken)]
         numbers = [n if n <= taken else None for n in range(1, len(rows) + 1)]
         return blocks, numbers

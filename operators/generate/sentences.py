@@ -3,6 +3,11 @@ prompt must stay short (a 135M model reads a few hundred tokens well, and every 
 
 from __future__ import annotations
 
+import re
+
+#: A Chinese or Japanese sentence's end, with its closing quotes: no space follows it.
+_CJK_END = re.compile(r"[。！？][」』”’）]*$")
+
 
 def best_sentences(text: str, query: str, keep: int) -> str:
     """The ``keep`` sentences of ``text`` (Punkt) that BM25 scores highest for ``query``, in their order in the
@@ -12,7 +17,18 @@ def best_sentences(text: str, query: str, keep: int) -> str:
     ranked = ranked_sentences(text, query, keep)
     if ranked is None:
         return text.strip()
-    return " ".join(sentence for _, sentence in sorted(ranked))
+    return joined(sentence for _, sentence in sorted(ranked))
+
+
+def joined(sentences) -> str:
+    """``sentences`` one after the other: a space between two, none after a Chinese or Japanese stop (``。``), as such
+    text is written."""
+    parts: list[str] = []
+    for sentence in sentences:
+        if parts and not _CJK_END.search(parts[-1]):
+            parts.append(" ")
+        parts.append(sentence)
+    return "".join(parts)
 
 
 def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tuple[int, str]] | None:

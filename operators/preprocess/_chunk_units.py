@@ -4,7 +4,8 @@ A unit is a *token* (a run of word characters, or one other non-space character:
 Python's ``\\w+|[^\\w\\s]`` with combining marks counted as word characters, so
 ``naïve``, ``नमस्ते`` and ``東京`` are one token and ``(``, ``,``, ``😀`` are tokens of
 their own), a *word* (a run of non-whitespace, like ``str.split()``), or a
-*sentence* (Punkt, from the ``punkt`` package, whose models ship in the wheel).
+*sentence* (Punkt, from the ``punkt`` package, whose models ship in the wheel; Chinese and
+Japanese ones cut at their ``。！？`` by ``_cjk_sentences``).
 
 Tokens and words are found without a Python loop over characters: the UTF-8 bytes
 of a whole batch are decoded to code points with numpy, each code point gets a class
@@ -19,6 +20,9 @@ import unicodedata
 
 import numpy as np
 import pyarrow as pa
+
+from operators.preprocess import _cjk_sentences
+from operators.unicode import whole_characters
 
 SPACE, WORD, OTHER, CONTINUATION = 0, 1, 2, 3
 #: Texts are processed in blocks of about this many UTF-8 bytes, to bound memory.
@@ -217,19 +221,25 @@ def long_gaps(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np
 
 
 def sentence_spans(text: str, tokenizer) -> list[tuple[int, int]]:
-    """Character spans of the sentences of ``text`` (Punkt)."""
-    return list(tokenizer.span_tokenize(text)) if text.strip() else []
+    """Character spans of the sentences of ``text`` (Punkt), those of Chinese and Japanese cut at their ``。！？``
+    (``_cjk_sentences``: Punkt's models end a sentence only before a space)."""
+    return _cjk_sentences.split(text, list(tokenizer.span_tokenize(text))) if text.strip() else []
 
 
 def chunk_sentence_spans(text: str, tokenizer) -> list[tuple[int, int]]:
     """``sentence_spans``, a sentence of more than ``LONG_SENTENCE_CHARS`` characters cut into parts of at most
-    ``SENTENCE_PART_CHARS``, after a space where it has one: the units of a chunk of sentences."""
+    ``SENTENCE_PART_CHARS``: after a space where it has one, else after a full-width clause mark (``，；、：``, in
+    Chinese or Japanese), else between two whole characters (``unicode.whole_characters``): the units of a chunk of
+    sentences."""
     spans = []
     for begin, end in sentence_spans(text, tokenizer):
         while end - begin > LONG_SENTENCE_CHARS:
             limit = begin + SENTENCE_PART_CHARS
             space = max(text.rfind(c, begin + SENTENCE_PART_CHARS // 2, limit) for c in " \n\t")
-            cut = space if space > begin else limit
+            cut = space if space > begin else _cjk_sentences.clause_end(text, begin + SENTENCE_PART_CHARS // 2, limit)
+            if cut <= begin:
+                cut = begin + len(whole_characters(text[begin:limit + 1], SENTENCE_PART_CHARS))
+                cut = cut if cut > begin else limit  # one character of over 1,000 code points: cut it
             spans.append((begin, begin + len(text[begin:cut].rstrip())))
             while text[cut].isspace():  # (the sentence ends in a non-space, past the cut)
                 cut += 1

@@ -33,7 +33,8 @@ class Chunker(Operator):
     (``_chunk_units.char_class``); with ``tokenizer`` they are that model's word pieces,
     so a chunk fits an encoder that reads ``size`` of them (``_model_windows``: whole
     words, about ``overlap`` shared). Words are runs of non-whitespace; sentences come
-    from Punkt (models ship with the ``punkt`` package).
+    from Punkt (models ship with the ``punkt`` package), Chinese and Japanese ones cut at their
+    ``。！？`` too (``_cjk_sentences``), whatever ``language``.
     Emits one row per chunk: ``chunk_id`` (``<doc_id>#<chunk_index>``), ``doc_id``
     (the input ``docno``, or a content id when there is none), ``chunk_index`` and
     ``total_chunks``, the chunk in ``text``, and ``docno = chunk_id``; other columns
@@ -50,6 +51,7 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
+    version = "2"  # 2: Chinese and Japanese sentences end at 。！？ (they were one sentence), a long one cut whole
     scope = "row"
 
     class Params(BaseModel):
