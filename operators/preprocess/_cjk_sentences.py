@@ -56,3 +56,17 @@ def clause_end(text: str, lo: int, hi: int) -> int:
     for match in _CLAUSE_END.finditer(text, lo, hi):
         found = match.end()
     return found
+
+
+def cut_points(text: str):
+    """Where a chunk of ``text`` counted in a model's pieces may end, as character positions: ``(sentence starts,
+    clause starts)`` (after ``。！？``, and after ``，；、：``), or None for a text without a Chinese or Japanese
+    sentence end. A model's tokenizer writes each such character as a piece with no space between them, so a
+    paragraph was one "word" to ``_model_windows``: a chunk of one longer than the chunk ended at its 200th piece,
+    inside a word (``氨|基酸``), and shared no piece with the next."""
+    if not holds_marks(text):
+        return None
+    import numpy as np
+
+    sentences = np.array([begin for begin, _ in _tokenizer().span_tokenize(text)], np.int64)
+    return sentences, np.array([match.end() for match in _CLAUSE_END.finditer(text)], np.int64)

@@ -8,7 +8,9 @@ makes a chunk of ``size`` fit a model that reads ``size``.
 
 Windows start and end at a word (a piece that follows a gap in the text, as the Rust tokenizer's offsets
 show), so a chunk does not begin with half a word; only a word longer than a whole chunk is cut between its
-pieces. Consecutive chunks then share about ``overlap`` pieces (whole words), not exactly.
+pieces. Consecutive chunks then share about ``overlap`` pieces (whole words), not exactly. Chinese and Japanese
+have no gap between words, so in a text with their sentence ends a window ends at one of those (``。！？``) or, where
+none falls in its second half, at a clause's end (``_cjk_sentences.cut_points``).
 
 A piece can stand for any number of characters: WordPiece makes a word of over 100 characters (a run of letters
 without a space, a long URL's path) one ``[UNK]``. So a piece of more than ``LONG_UNIT_CHARS`` characters is counted
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from operators.preprocess import _cjk_sentences
 from operators.preprocess._chunk_units import LONG_GAP_CHARS, LONG_UNIT_CHARS, PART_CHARS
 
 
@@ -89,7 +92,8 @@ def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continua
         if n and (n > size or len(text) > size * PART_CHARS):
             encoding = encoding if isinstance(encoding, _Pieces) else _Pieces.of(encoding, 0, len(text), continues)
             spans, origin = _cut_long(encoding.offsets)
-            wins = _windows(spans, size, overlap, np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1)
+            wins = _windows(spans, size, overlap, np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1,
+                            _cjk_sentences.cut_points(text))
         if wins is None or (len(wins) == 1 and n <= size):
             text_of.append(t), index.append(0), chunks.append(text.strip() if n else "")
             ids.append(encoding.ids if continuation else None)
@@ -253,13 +257,20 @@ def _cut_long(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return cut, origin
 
 
-def _windows(spans: np.ndarray, size: int, overlap: int, breaks: np.ndarray) -> list[tuple[int, int]]:
+def _windows(spans: np.ndarray, size: int, overlap: int, breaks: np.ndarray,
+             points: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[int, int]]:
     """[first, stop) piece ranges of one text's windows: at most ``size`` pieces each, whole words where a word
     fits, about ``overlap`` pieces shared by neighbours; none reaches across a piece of ``breaks`` (sorted) to the
-    one before it."""
+    one before it. ``points`` (``_cjk_sentences.cut_points``, Chinese or Japanese text): a window ends at a sentence
+    end (or a gap) where one falls in its second half, else at a clause's end, and starts at either."""
     n = len(spans)
     starts_word = np.ones(n, bool)
     starts_word[1:] = spans[1:, 0] > spans[:-1, 1]  # a gap (a space, a dropped character) before the piece
+    preferred = None
+    if points is not None:
+        sentence_at = np.isin(spans[:, 0], points[0])
+        preferred = np.flatnonzero(starts_word | sentence_at)
+        starts_word |= sentence_at | np.isin(spans[:, 0], points[1])
     word_starts = np.flatnonzero(starts_word)
     windows, first = [], 0
     for end in [*breaks.tolist(), n]:  # each stretch between breaks, on its own
@@ -270,6 +281,9 @@ def _windows(spans: np.ndarray, size: int, overlap: int, breaks: np.ndarray) -> 
             limit = first + size  # the piece after the longest window
             before = word_starts[np.searchsorted(word_starts, limit, side="right") - 1]  # last word start <= limit
             stop = int(before) if before > first else limit  # a word longer than a chunk is cut between pieces
+            if preferred is not None:
+                sentence = int(preferred[np.searchsorted(preferred, limit, side="right") - 1])
+                stop = sentence if sentence > first + size // 2 else stop
             windows.append((first, stop))
             low = max(first + 1, stop - overlap)
             after = word_starts[np.searchsorted(word_starts, low)] if low <= word_starts[-1] else stop

@@ -51,7 +51,7 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
-    version = "2"  # 2: Chinese and Japanese sentences end at 。！？ (they were one sentence), a long one cut whole
+    version = "2"  # 2: Chinese and Japanese text cut at 。！？ (one sentence before; a piece chunk ended mid-word)
     scope = "row"
 
     class Params(BaseModel):

@@ -1,7 +1,8 @@
 """Chinese and Japanese sentences end at ``。！？``: Punkt's models end a sentence only before a space, so a Chinese or
 Japanese document was one sentence, and ``preprocess.chunk {unit: sentences}`` made it one chunk (ja_fuji.txt: 791
 characters, 771 MiniLM pieces, of which the encoder read 254), ``generate.context``'s ``fit: share`` cut its one
-"first sentence" at a token. English is split as Punkt splits it, as before (``_cjk_sentences``)."""
+"first sentence" at a token; the ingestion's chunks of 200 MiniLM pieces were cut inside a word. English is split
+as Punkt splits it, as before (``_cjk_sentences``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from operators.preprocess._chunk_units import chunk_sentence_spans, punkt_tokenizer, sentence_spans
 from operators.preprocess._model_windows import model_tokenizer
@@ -18,6 +20,7 @@ from operators.registry import create
 
 DOCUMENTS = {path.stem: path.read_text(encoding="utf-8") for path in (Path(__file__).parent / "cjk_documents").glob(
     "*.txt")}
+INGEST = Path(__file__).parents[3] / "flows" / "specs" / "ingest.yaml"
 #: A sentence of these documents: up to its stop and the closing quotes after it.
 SENTENCE = re.compile(r"\s*(.*?[。！？][」』”’）]*)", re.S)
 
@@ -90,6 +93,26 @@ def test_fit_share_gives_each_chinese_or_japanese_passage_whole_sentences():
         assert not text.endswith("…") and re.search(r"[。！？][」』”）]*$", text), text[-20:]  # old: cut at a token
         assert " " not in text and re.sub(r"\s", "", DOCUMENTS[name]).startswith(re.sub(r"\s", "", text))  # its
         # opening sentences, joined as such text is written (no space between two)
+
+
+@pytest.mark.parametrize("name", ["zh_tea", "ja_fuji"])
+def test_the_default_chunks_of_a_long_paragraph_end_at_sentences_and_overlap(name):
+    """The ingestion's chunker (200 MiniLM pieces) saw a paragraph of Chinese or Japanese as one word: one longer
+    than a chunk was cut at its 200th piece (``氨|基酸``, amino acid, in two chunks) and neighbours shared nothing."""
+    params = yaml.safe_load(INGEST.read_text(encoding="utf-8"))["steps"]["chunk"]["params"]
+    text = re.sub(r"\s", "", DOCUMENTS[name].partition("\n\n")[2])  # one paragraph of some 700 characters
+    table = pa.table({"docno": ["d"], "text": [text]})
+    out = create("preprocess.chunk", {**params, "pieces_column": "ids"})(table)
+    got, ids = out.column("text").to_pylist(), out.column("ids").to_pylist()
+    pieces = model_tokenizer("all-MiniLM-L6-v2")
+    assert len(got) >= 4
+    at = [text.index(chunk) for chunk in got]
+    for i, chunk in enumerate(got):
+        assert ids[i] == pieces.encode(chunk, add_special_tokens=False).ids and len(ids[i]) <= 200
+        assert at[i] == 0 or text[at[i] - 1] in "。！？，；、：”」"  # starts at a sentence's or a clause's start
+        assert i == len(got) - 1 or re.search(r"[。！？][」』”）]*$", chunk), chunk[-10:]  # ends at a sentence's end
+        assert i == 0 or at[i] < at[i - 1] + len(got[i - 1])  # shares its start with the chunk before
+    assert name != "zh_tea" or any("氨基酸" in chunk for chunk in got)
 
 
 @pytest.mark.data
