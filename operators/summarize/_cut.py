@@ -6,8 +6,8 @@ import re
 
 from operators.llm.gateway import Completion
 
-#: How a whole sentence ends: its stop, then any closing quotes or brackets.
-_END = re.compile(r"[.!?…][\"'”’)\]]*$")
+#: How a whole sentence ends: its stop (a Chinese or Japanese one too), then any closing quotes or brackets.
+_END = re.compile(r"[.!?…。！？][\"'”’)\]」』）]*$")
 #: A list item's number, which ends with a stop but no sentence ("1.", "Summary: 2.", "a)").
 _LIST_NUMBER = re.compile(r"(?:^|\s)(?:\d{1,3}[.)]|[a-z]\))$")
 

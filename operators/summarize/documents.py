@@ -36,8 +36,9 @@ class DocumentSummarizer(RowwiseLLMStep):
     name = "summarize.documents"
     aliases = ("llm_summarizer", "DocumentSummarizerStep")
     scope = "query"
-    version = "3"  # 2: a summary that loops degrades its row (it was kept as the summary); 3: finish reason and cut
-    # columns, a summary cut at max_tokens trimmed to its last whole sentence
+    version = "4"  # 2: a summary that loops degrades its row (it was kept as the summary); 3: finish reason and cut
+    # columns, a summary cut at max_tokens trimmed to its last whole sentence; 4: a Chinese or
+    # Japanese summary cut at max_tokens trimmed at its 。！？ (it was kept whole, "no whole sentence")
 
     system_prompt: ClassVar[str] = "You summarise documents briefly and faithfully, using only what they say."
     prompt_template: ClassVar[str] = ("Summarise the following text in two or three sentences. "

@@ -36,8 +36,9 @@ class ResultsSummarizer(LLMStep):
     name = "summarize.results"
     aliases = ("ResultsSummarizerStep",)
     scope = "query"
-    version = "3"  # 2: a summary that loops degrades the query (it was kept as the summary); 3: its finish reason,
-    # a summary cut at max_tokens trimmed to its last whole sentence
+    version = "4"  # 2: a summary that loops degrades the query (it was kept as the summary); 3: its finish reason,
+    # a summary cut at max_tokens trimmed to its last whole sentence; 4: a Chinese or
+    # Japanese summary cut at max_tokens trimmed at its 。！？ (it was kept whole, "no whole sentence")
 
     system_prompt: ClassVar[str] = (
         "You are part of a search engine. Summarise the documents you are given so that the summary answers the "

@@ -139,7 +139,14 @@ def test_a_summary_that_loops_keeps_the_input_and_marks_the_query_degraded(fault
     ("Summary: 1. Bees make honey and", "Summary: 1. Bees make honey and", "no whole sentence"),
     ("Bees make honey. 2. Wasps", "Bees make honey.", "trimmed to its last whole sentence"),
     ("Bees make honey. 2.", "Bees make honey.", "trimmed to its last whole sentence"),
-    ("Bees make honey. See item a)", "Bees make honey.", "trimmed to its last whole sentence")])
+    ("Bees make honey. See item a)", "Bees make honey.", "trimmed to its last whole sentence"),
+    # Chinese and Japanese sentences end at 。！？ with no space after: such a summary was kept whole, "no whole
+    # sentence", and one that ended at its 。 was said to be cut
+    ("蜜蜂用花蜜酿造蜂蜜。养蜂人把它们养在蜂箱里！它们还能为", "蜜蜂用花蜜酿造蜂蜜。养蜂人把它们养在蜂箱里！",
+     "trimmed to its last whole sentence"),
+    ("ミツバチは「花の蜜」から蜂蜜を作る。「巣箱で飼われる。」また",
+     "ミツバチは「花の蜜」から蜂蜜を作る。「巣箱で飼われる。」", "trimmed to its last whole sentence"),
+    ("蜜蜂用花蜜酿造蜂蜜。", "蜜蜂用花蜜酿造蜂蜜。", None)])
 def test_a_summary_cut_at_max_tokens_is_trimmed_to_its_last_whole_sentence(fault_models, reply, summary, cut):
     """A reply the model stopped at max_tokens ended mid-sentence, with no record of it: its finish reason is now in
     a column (as generate.answer's finish_reason), and the summary is kept, trimmed to its last whole sentence."""
