@@ -256,7 +256,12 @@ class CacheDatabase:
             yield None
             return
         # a folder that cannot be written: SQLite could not make the -shm file a run's last close removed
-        conn = read_only_connection(database) if unwritable(self.root) else reading_connection(database)
+        try:
+            conn = read_only_connection(database) if unwritable(self.root) else reading_connection(database)
+        except sqlite3.OperationalError as err:  # a -wal file that cannot be copied to be read (``wal_snapshot``)
+            raise CacheError(f"cache directory {self.root}: {database.name} could not be read here ({err}): run the "
+                             "command where the folder can be written, or copy the folder there", field="cache_dir"
+                             ) from None
         try:
             conn.execute("PRAGMA query_only = ON")
             try:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from operators.atomic import replaced_by, write_text
@@ -129,14 +131,61 @@ def heap_reading_connection(database: Path) -> sqlite3.Connection:
 def read_only_connection(database: Path) -> sqlite3.Connection:
     """A connection that reads the cache's database and writes nothing, for a cache that cannot be written (a
     read-only file system or folder, a full disk): where its -wal file holds entries, SQLite's read-only mode, which
-    reads them through the -shm file the writer left; where none does (the last connection folded the log in and
+    reads them through the -shm file the writer left, or, where that -shm file is gone (a backup or restore that left
+    it out), a copy read in memory (``wal_snapshot``); where none does (the last connection folded the log in and
     removed both), the database file alone, as immutable: SQLite's read-only mode would make a -shm file, which that
     folder refuses ("unable to open database file"). A unit's entry is never changed once written (only added or
     deleted), so an entry read is one a run stored; a read that a writer beside it tore fails, and its units are
     misses (``StepCache.get``)."""
     wal = database.with_name(database.name + "-wal")
     held = wal.is_file() and wal.stat().st_size > 0
-    conn = sqlite3.connect(f"{database.absolute().as_uri()}?{'mode=ro' if held else 'immutable=1'}", uri=True,
-                           timeout=60, isolation_level=None)
+    if held and not database.with_name(database.name + "-shm").exists():
+        conn = wal_snapshot(database)
+    else:
+        conn = sqlite3.connect(f"{database.absolute().as_uri()}?{'mode=ro' if held else 'immutable=1'}", uri=True,
+                               timeout=60, isolation_level=None)
     conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def wal_snapshot(database: Path) -> sqlite3.Connection:
+    """An in-memory copy of ``database`` with its -wal file's entries, where the -wal file is there and its -shm file
+    is not and cannot be made (a read-only folder): SQLite opens such a database in no mode (its read-only mode
+    needs the -shm file; immutable ignores the -wal, whose entries would be lost, or half a checkpoint read). Both
+    files are copied to a private folder, where SQLite recovers the log as it does after a crash and folds it in.
+    No -shm file means no connection has the database open; one that opened it while the files were copied (a -shm
+    file made, a file changed) makes the copy an OperationalError, and the caller reads nothing."""
+    files = [database, database.with_name(database.name + "-wal")]
+    shm = database.with_name(database.name + "-shm")
+    try:
+        before = [_stamp(f) for f in files]
+        image = _snapshot.get((database, *before)) or _copied_image(database, files, shm, before)
+    except OSError as err:  # no room in the temporary folder, the -wal file gone meanwhile
+        raise sqlite3.OperationalError(f"its -wal file could not be copied to read it: {err}") from None
+    _snapshot.clear()  # one image kept: a run's every read of the cache gets it, not a copy of the files each
+    _snapshot[(database, *before)] = image
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.deserialize(image)
+    return conn
+
+
+#: The last image ``wal_snapshot`` made, by the database and the stamps of its two files.
+_snapshot: dict[tuple, bytes] = {}
+
+
+def _copied_image(database: Path, files: list[Path], shm: Path, before: list[tuple[int, int, int]]) -> bytes:
+    """The database's bytes with its -wal file's entries folded in, made in a private folder (``wal_snapshot``)."""
+    with tempfile.TemporaryDirectory(prefix="tessera-cache-") as folder:
+        copies = [Path(folder) / f.name for f in files]
+        for file, copy in zip(files, copies):
+            shutil.copyfile(file, copy)
+        if shm.exists() or [_stamp(f) for f in files] != before:
+            raise sqlite3.OperationalError(f"{database} changed while it was read: a run is writing it")
+        with contextlib.closing(sqlite3.connect(copies[0], isolation_level=None)) as copy:
+            copy.execute("PRAGMA journal_mode = DELETE")  # recovers the log, folds it in: the file is no WAL's
+        return copies[0].read_bytes()
+
+
+def _stamp(file: Path) -> tuple[int, int, int]:
+    stat = file.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns

@@ -122,6 +122,32 @@ def test_info_and_explain_read_a_read_only_cache_and_prune_is_refused_in_one_lin
     assert files_of(cache) == before
 
 
+def test_a_read_only_cache_whose_wal_lost_its_shm_is_read_whole(bm25_index, cache):
+    """A -wal file holding the entries and no -shm file (a backup or CI cache that left it out; no process has the
+    database open): SQLite's read-only mode cannot open it there and immutable would not read the log. Before, the run
+    said a second line and computed every step, and info and explain stopped with an internal error."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("no read-only bind mount here")
+    (cache / "index.sqlite-shm").unlink()  # what the run stored is in the -wal file alone
+    assert (cache / "index.sqlite-wal").stat().st_size > 0
+    before = files_of(cache)
+    done = search(bm25_index, cache, STORED + NEW, read_only=True)
+    assert done.returncode == 0, done.stderr
+    assert [s["hits"] for s in json.loads(done.stdout)["steps"].values()] == [2], done.stdout  # was 0
+    assert said(done) == [
+        f"tessera: warning: the step cache {cache} cannot be written (a read-only file system): the run reads what is "
+        "stored there and stores nothing new; pass --cache-dir DIR for a folder this user can write, or --no-cache"]
+    info = tessera(cache, "cache", "info", "--cache-dir", str(cache), "--json", read_only=True)
+    assert info.returncode == 0, info.stderr  # was 1: internal error: OperationalError: unable to open database file
+    assert json.loads(info.stdout)["units"] == 2
+    explain = tessera(cache, "cache", "explain", "bm25", "--index", str(bm25_index), "--cache-dir", str(cache),
+                      "--json", read_only=True)
+    assert explain.returncode == 0, explain.stderr
+    assert [s["last_run"] for s in json.loads(explain.stdout)["steps"]] == [{"units": 2, "hits": 0}], explain.stdout
+    assert files_of(cache) == before and not (cache / "index.sqlite-shm").exists()
+
+
 def test_a_cache_on_a_full_disk_serves_its_hits_and_stores_nothing(bm25_index, cache):
     close_cleanly(cache)  # no -shm file, which SQLite cannot make on this disk: no hit was served
     before = files_of(cache)
