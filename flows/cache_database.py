@@ -111,6 +111,7 @@ class CacheDatabase:
     root: Path
     _off: str | None  # why this run stores nothing ("": it may store; None: not asked yet)
     _unreadable: bool  # the stored results could not be read either (said)
+    _said: set[tuple[str, str]]  # why it stores nothing, and what to do: said (this run, or this benchmark)
 
     def read_only(self) -> str | None:
         """Why this run stores nothing in the cache, or None where it may: the folder cannot be written here (a
@@ -130,16 +131,21 @@ class CacheDatabase:
         if self._off:
             return
         self._off = why
-        logging.getLogger("flows.cache").warning(
-            "the step cache %s cannot be written (%s): the run reads what is stored there and stores nothing new; %s",
-            self.root, why, what_to_do)
+        if (why, what_to_do) not in self._said:
+            self._said.add((why, what_to_do))
+            logging.getLogger("flows.cache").warning(
+                "the step cache %s cannot be written (%s): the run reads what is stored there and stores nothing "
+                "new; %s", self.root, why, what_to_do)
 
-    def begin_run(self) -> None:
-        """Ask again, for a run of a process that keeps this cache (``flows.api.step_caches``), whether it can be
-        written: a folder made writable, or a disk freed, since the last run is written again, and a refusal is said
-        once a run."""
+    def begin_run(self, *, say_again: bool = True) -> None:
+        """Ask again, for a run of a process that keeps this cache (``flows.api.step_caches``; each flow of a
+        benchmark), whether it can be written: a folder made writable, or a disk freed, since the last run is written
+        again, and a refusal is said once a run (``say_again``; else once for all the runs, unless its words change:
+        a benchmark of five flows on a read-only cache said it once)."""
         self._off = None
         self._unreadable = False
+        if say_again or not hasattr(self, "_said"):
+            self._said = set()
 
     @contextlib.contextmanager
     def _stored_reader(self) -> Iterator[sqlite3.Connection | None]:

@@ -227,6 +227,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         reporter.flow_finished(flow.name, f"cached run {stored.path.name} (ran in {stored.seconds:.1f} s)")
     else:
         built = spec.build()
+        _ask_the_step_cache_again(executor)
         executor.start(warm=True)  # Ray's start and its workers' (the first flow run on Ray) are not the flow's time
         _export_query_encoder(plan)  # nor the query encoder's one-off export
         reporter.flow_started(flow.name, len(built.needed_steps()))
@@ -284,6 +285,15 @@ def canonical_spec(spec) -> dict[str, Any]:
         steps[step] = {"op": op.name, "version": op.version, "inputs": list(flow.inputs[step]),
                        "identity": identity, "code": code_identity(op)}
     return {"steps": steps, "output": flow.output}
+
+
+def _ask_the_step_cache_again(executor) -> None:
+    """Ask again, for each flow that runs, whether the step cache can be written, as ``Flow.run`` asks each run: one
+    refused write (a full disk) had left it unwritten for the rest of the benchmark, after space came back too. A
+    refusal that stands is said once for the benchmark (the check before the first flow said it)."""
+    if (step_cache := getattr(executor, "cache", None)) is not None:
+        step_cache.begin_run(say_again=False)
+        step_cache.read_only()
 
 
 def _make_executor(kind: str, use_cache: bool, cache_dir: str | Path | None):

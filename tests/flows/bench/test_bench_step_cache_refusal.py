@@ -1,0 +1,111 @@
+"""A benchmark whose step cache the disk refuses for one flow writes it again for the next once space came back, as
+``Flow.run`` asks again each run; the refusal is said once. Before, the benchmark kept the one answer for all its
+flows: after the first refused write nothing more was stored until the benchmark ended. A real full disk (a tmpfs of
+256 KiB in a mount namespace of the test's own, as root; skipped where this user may not make one), filled by a file
+that the benchmark's own reporter removes when the first flow's run is saved; a real benchmark in a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.flows.bench.test_own_data import BEIR, write_dataset
+
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a tmpfs mount")]
+
+REPO = Path(__file__).resolve().parents[3]
+SMALL_DISK = 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"'
+BENCH = """
+import json, os, sqlite3, sys
+from pathlib import Path
+from flows.bench.console import BenchReporter
+from flows.bench.core import BenchOptions, benchmark
+
+disk, dataset, specs, out = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(","), Path(sys.argv[4])
+filler = disk / "filler"
+fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+try:
+    while os.write(fd, b"x" * 4096):
+        pass
+except OSError:
+    pass  # the disk is full
+os.close(fd)
+
+
+class FreedAfterTheFirstFlow(BenchReporter):
+    def flow_finished(self, name, message):
+        super().flow_finished(name, message)
+        filler.unlink(missing_ok=True)  # space comes back while the benchmark goes on
+
+
+result = benchmark(BenchOptions(dataset=dataset, flows=specs, out=out, index_dir=out.parent / "indices",
+                                cache_dir=disk / "cache", mlflow=False), FreedAfterTheFirstFlow(enabled=False))
+database = disk / "cache" / "index.sqlite"  # read here: the tmpfs goes with this process's mount namespace
+stored = sqlite3.connect(database).execute("SELECT flow FROM steps").fetchall() if database.is_file() else []
+print(json.dumps(sorted(flow for flow, in stored)))
+"""
+
+
+def two_flows(tmp_path: Path, dataset: Path) -> list[str]:
+    """``--flow NAME=SPEC`` of two BM25 flows whose steps are keyed apart (their k)."""
+    specs = []
+    for name, k in (("first", 3), ("second", 4)):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"name: {name}\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: '{dataset}/corpus.jsonl', "
+            f"k: {k}}}}}\n", encoding="utf-8")
+        specs.append(f"{name}={tmp_path / f'{name}.yaml'}")
+    return specs
+
+
+def test_a_flow_after_a_refused_write_stores_its_steps_once_space_came_back(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", SMALL_DISK, str(disk), "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("no tmpfs mount here")
+    dataset = write_dataset(tmp_path / "d", BEIR)
+    specs = two_flows(tmp_path, dataset)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    env.pop("TESSERA_DEBUG", None)
+    done = subprocess.run(["unshare", "-m", "sh", "-c", SMALL_DISK, str(disk), sys.executable, "-c", BENCH, str(disk),
+                           str(dataset), ",".join(specs), str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == ["second"], done.stderr  # was []: nothing stored
+    assert done.stderr.count(f"the step cache {disk / 'cache'} cannot be written (") == 1, done.stderr
+
+
+def test_a_read_only_step_cache_serves_every_flow_and_is_said_once(tmp_path):
+    """Asked again for each flow, a cache on a read-only mount still serves each flow its hits, said in one line for
+    the benchmark, not once a flow."""
+    cache = tmp_path / "cache"
+    read_only = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
+    cache.mkdir()
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", read_only, str(cache), "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("no read-only bind mount here")
+    dataset = write_dataset(tmp_path / "d", BEIR)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
+           "COLUMNS": "200"}
+    env.pop("TESSERA_DEBUG", None)
+
+    def bench(out: str, *wrap: str) -> subprocess.CompletedProcess:
+        flows = [arg for spec in two_flows(tmp_path, dataset) for arg in ("--flow", spec)]
+        return subprocess.run([*wrap, sys.executable, "-m", "flows", "bench", "--dataset", str(dataset), *flows,
+                               "--out", str(tmp_path / out), "--cache-dir", str(cache), "--no-mlflow",
+                               "--quiet", "--k", "3"], capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+
+    first = bench("first")
+    assert first.returncode == 0, first.stderr
+    done = bench("second", "unshare", "-m", "sh", "-c", read_only, str(cache))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(f"the step cache {cache} cannot be written (a read-only file system)") == 1, done.stderr
+    summary = json.loads((tmp_path / "second" / "bench.json").read_text(encoding="utf-8"))
+    assert {name: run["step_cache_hits"] for name, run in summary["flows"].items()} == {
+        "first": 1.0, "second": 1.0}, done.stdout
