@@ -125,11 +125,12 @@ def list_tasks(request: Request,
     store = svc.current().store
     owner = tenant(request)
     unstored.store_all(store)  # failures kept while the task store refused them: stored now if it takes them
+    failed = unstored.shown_failed(store, owner)  # those it still refuses: failed, marked not stored, filtered so
     page = store.list_tasks(owner, limit=limit + 1, before=None if before is None else read_cursor(before),
-                            status=status)
+                            status=status, shown_failed=failed)
     more = len(page) > limit
     page, counts = page[:limit], store.status_counts(owner)
-    unstored.listed(store, owner, page, counts)  # those it still refuses: failed, marked not stored
+    unstored.listed(page, counts, failed)
     return {"tasks": page, "next": cursor(page[-1]) if more else None, "counts": counts}
 
 

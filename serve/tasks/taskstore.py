@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -112,11 +112,12 @@ class TaskStore(IndexRows):
         return _with_result(dict(row)) if row else None
 
     def list_tasks(self, owner: str, *, limit: int | None = None, before: tuple[float, str] | None = None,
-                   status: str | None = None) -> list[dict[str, Any]]:
+                   status: str | None = None, shown_failed: Collection[str] = ()) -> list[dict[str, Any]]:
         """``owner``'s tasks newest first (by ``created``, then ``id``: equal times keep one order), at most
-        ``limit``, those after the ``(created, id)`` of ``before`` only, of one ``status``. A range read of the
-        index (owner, created, id): a page costs its own rows, however many tasks the owner keeps. ``steps_total``:
-        the steps its row holds (no spec is read again), as ``/task/progress`` counts them."""
+        ``limit``, those after the ``(created, id)`` of ``before`` only, of one ``status``: the ``shown_failed``
+        tasks (unfinished here, their failure kept until the store takes it: ``serve.tasks.unstored``) as failed. A
+        range read of the index (owner, created, id): a page costs its own rows, however many tasks the owner keeps.
+        ``steps_total``: the steps its row holds (no spec is read again), as ``/task/progress`` counts them."""
         columns = [tasks.c.id, tasks.c.status, tasks.c.flow, tasks.c.created, tasks.c.updated, tasks.c.steps_done,
                    tasks.c.steps, tasks.c.error]
         query = (sa.select(*columns).where(tasks.c.owner == owner)
@@ -125,8 +126,12 @@ class TaskStore(IndexRows):
             created, task_id = before  # ``created <=`` first: the index's range; the rest breaks ties by id
             query = query.where(tasks.c.created <= created, sa.or_(
                 tasks.c.created < created, sa.and_(tasks.c.created == created, tasks.c.id < task_id)))
-        if status is not None:
+        if status == "failed" and shown_failed:
+            query = query.where(sa.or_(tasks.c.status == status, tasks.c.id.in_(list(shown_failed))))
+        elif status is not None:
             query = query.where(tasks.c.status == status)
+            if shown_failed and status in UNFINISHED:
+                query = query.where(tasks.c.id.notin_(list(shown_failed)))
         with self._reading() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings()]
         for row in rows:

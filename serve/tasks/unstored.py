@@ -51,16 +51,25 @@ def store_all(store: TaskStore) -> int:
     return 0
 
 
-def listed(store: TaskStore, owner: str, tasks: list[dict[str, Any]], counts: dict[str, int]) -> None:
-    """``GET /tasks``'s page and counts (changed in place) with the kept failures of ``owner``'s unfinished tasks."""
+def shown_failed(store: TaskStore, owner: str) -> dict[str, tuple[str, str]]:
+    """``owner``'s unfinished tasks with a kept failure, each with its stored status and that failure: answered as
+    failed (``kept_failures.as_answered``), so ``GET /tasks?status=`` lists them with the failed ones, not with the
+    status the store holds (a task shown as failed was listed under running, and missing under failed)."""
+    found = {}
     for task_id in kept_ids():
         row, error = store.task(task_id, owner), kept(task_id)
-        if row is None or row["status"] not in UNFINISHED or error is None:
-            continue
-        counts[row["status"]] -= 1
+        if row is not None and row["status"] in UNFINISHED and error is not None:
+            found[task_id] = (row["status"], error)
+    return found
+
+
+def listed(tasks: list[dict[str, Any]], counts: dict[str, int], failed: dict[str, tuple[str, str]]) -> None:
+    """``GET /tasks``'s page and counts (changed in place) with the kept failures (``shown_failed``)."""
+    for task_id, (status, error) in failed.items():
+        counts[status] -= 1
         counts["failed"] = counts.get("failed", 0) + 1
-        if not counts[row["status"]]:
-            del counts[row["status"]]
+        if not counts[status]:
+            del counts[status]
         for task in tasks:
             if task["id"] == task_id:
                 task.update(status="failed", error=error + NOT_STORED, outcome_stored=False)
