@@ -147,6 +147,13 @@ class CacheDatabase:
         if say_again or not hasattr(self, "_said"):
             self._said = set()
 
+    def ask_again(self) -> None:
+        """For the next run of a command that keeps this cache (a benchmark's flow, a chat's question): ask again
+        whether it can be written, as ``Flow.run`` asks each run, and say a refusal that stands no more (one refused
+        write had left it unwritten for the rest of the command, after space came back too)."""
+        self.begin_run(say_again=False)
+        self.read_only()
+
     @contextlib.contextmanager
     def _stored_reader(self) -> Iterator[sqlite3.Connection | None]:
         """A connection that reads the units where this run stores none (``read_only``): this thread's own where it

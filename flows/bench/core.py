@@ -288,12 +288,9 @@ def canonical_spec(spec) -> dict[str, Any]:
 
 
 def _ask_the_step_cache_again(executor) -> None:
-    """Ask again, for each flow that runs, whether the step cache can be written, as ``Flow.run`` asks each run: one
-    refused write (a full disk) had left it unwritten for the rest of the benchmark, after space came back too. A
-    refusal that stands is said once for the benchmark (the check before the first flow said it)."""
+    """Ask again, for each flow that runs, whether the step cache can be written (``StepCache.ask_again``)."""
     if (step_cache := getattr(executor, "cache", None)) is not None:
-        step_cache.begin_run(say_again=False)
-        step_cache.read_only()
+        step_cache.ask_again()
 
 
 def _make_executor(kind: str, use_cache: bool, cache_dir: str | Path | None):

@@ -123,6 +123,8 @@ def handle(args: argparse.Namespace) -> int:
                 _print_not_asked_line(question, why)
             continue
         turn += 1
+        if cache is not None:
+            cache.ask_again()  # a disk freed since the last question is written again
         if args.json:
             meta = _ask(executor, flow, str(turn), question, conversation)
             answer = _print_json_line(turn, question, meta)
