@@ -12,8 +12,9 @@ _CJK_END = re.compile(r"[。！？][」』”’）]*$")
 def best_sentences(text: str, query: str, keep: int) -> str:
     """The ``keep`` sentences of ``text`` (Punkt) that BM25 scores highest for ``query``, in their order in the
     text; ties (and sentences sharing no word with the query) go to the earlier sentence, so a text with no
-    match keeps its opening, where a Wikipedia paragraph says what its subject is. Tokens are BM25's own (the
-    index's shared tokenizer: English stopwords, Snowball stems)."""
+    match keeps its opening, where a Wikipedia paragraph says what its subject is. Tokens are BM25's own (English
+    stopwords, Snowball stems) under the "cjk_bigrams" rule (``operators.store.cjk``): a Chinese or Japanese clause,
+    written without spaces, was one token that a query's words never matched, so the opening was kept."""
     ranked = ranked_sentences(text, query, keep)
     if ranked is None:
         return text.strip()
@@ -49,7 +50,7 @@ def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tup
     sentences = [text[start:end].strip() for start, end in spans]
     if len(sentences) < 2 or not query.strip():  # nothing to score: from the first
         return list(enumerate(sentences))[:keep]
-    tokenize = query_tokenizer("en", "english")
+    tokenize = query_tokenizer("en", "english", "cjk_bigrams")
     tokens = tokenize(sentences)
     if not any(tokens):  # only punctuation, numbers' signs, stopwords: bm25s cannot index an empty vocabulary
         return list(enumerate(sentences))[:keep]
