@@ -45,7 +45,9 @@ class CorpusBM25Retriever(Operator):
     real indices (sharded BM25 and dense indices on disk, built by ingestion) come
     later. ``setup()`` reads the corpus (BEIR-style JSONL: ``_id`` (or ``docno``/``id``),
     ``title``, ``text``) and indexes title + text with bm25s, English stopwords and
-    the English Snowball stemmer (PyStemmer). Each query gets its top ``k`` documents
+    the English Snowball stemmer (PyStemmer), words cut as a new index's ``cjk_bigrams`` rule cuts them (Chinese,
+    Japanese and Korean runs into pairs of characters: under ``unicode`` a Chinese query found nothing in unspaced
+    Chinese rows). Each query gets its top ``k`` documents
     with a positive score: rows ``qid, query, docno, title, text, score, rank`` (+ the
     query's other columns), with ``score_<step>``/``rank_<step>`` copies. A relative
     ``corpus`` path is looked up in the working directory, then, in a clone, in the repository root.
@@ -60,6 +62,7 @@ class CorpusBM25Retriever(Operator):
     """
 
     name = "retrieve.corpus_bm25"
+    version = "2"  # 2: words cut by the "cjk_bigrams" rule (a run of Chinese between punctuation was one word)
     scope = "query"
 
     class Params(BaseModel):
@@ -106,13 +109,9 @@ class CorpusBM25Retriever(Operator):
     def setup(self) -> None:
         if getattr(self, "_retriever", None) is not None:
             return
-        import Stemmer
-
         from operators.bm25s_import import load_bm25s
 
         bm25s = load_bm25s()
-        from bm25s.tokenization import Tokenizer
-
         for field, why in self.missing_files().items():
             raise OperatorError(why, op=self.name, step=self.step_id, field=field)
         path = resolve_corpus(self.params.corpus)
@@ -126,12 +125,10 @@ class CorpusBM25Retriever(Operator):
         if not docnos:
             raise OperatorError(f"corpus {path} holds no documents", op=self.name, step=self.step_id,
                                 field="params.corpus")
-        from operators.store.bm25 import marked_pattern, normalized  # words as an index's "unicode" tokens cut them
+        from operators.store.bm25 import query_tokenizer  # words as a new index's "cjk_bigrams" tokens cut them
 
-        indexed = [normalized(f"{t}\n{x}" if self.params.index_title else x, "unicode") for t, x in zip(titles, texts)]
-
-        tokenizer = Tokenizer(splitter=marked_pattern(), stopwords="en", stemmer=Stemmer.Stemmer("english"))
-        corpus_tokens = tokenizer.tokenize(indexed, return_as="tuple", show_progress=False)
+        tokenizer = query_tokenizer("en", "english", "cjk_bigrams")
+        corpus_tokens = tokenizer([f"{t}\n{x}" if self.params.index_title else x for t, x in zip(titles, texts)])
         retriever = bm25s.BM25()
         retriever.index(corpus_tokens, show_progress=False)
         self._docs = pa.table({"docno": docnos, "title": titles, "text": texts},
@@ -150,15 +147,12 @@ class CorpusBM25Retriever(Operator):
         docs = np.zeros(0, dtype=np.int64)
         scores = np.zeros(0, dtype=np.float64)
         if queries.num_rows:
-            from operators.store.bm25 import normalized
-
-            texts = [normalized(q or "", "unicode") for q in queries.column("query").to_pylist()]
             with self._lock:  # the PyStemmer stemmer inside the tokenizer is not thread-safe
-                ids = self._tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
-            # bm25s gives a query with no known word the empty token, which every document of stopwords alone
-            # holds too ("To be or not to be." was the first hit of "zebra"): such a query finds nothing
-            empty = self._tokenizer.get_vocab_dict().get("")
-            ids = [[i for i in query if i != empty] for query in ids]
+                words = self._tokenizer([q or "" for q in queries.column("query").to_pylist()])
+            # only known words: bm25s's empty token, which every document of stopwords alone holds, is none of them
+            # ("To be or not to be." was the first hit of "zebra"): a query of none finds nothing
+            vocab = self._retriever.vocab_dict
+            ids = [[vocab[w] for w in query if w and w in vocab] for query in words]
             asked = [n for n, query in enumerate(ids) if query]
             if asked:
                 found, found_scores = self._retriever.retrieve([ids[n] for n in asked], k=min(self.params.k, n_docs),
