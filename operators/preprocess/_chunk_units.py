@@ -3,7 +3,8 @@
 A unit is a *token* (a run of word characters, or one other non-space character:
 Python's ``\\w+|[^\\w\\s]`` with combining marks counted as word characters, so
 ``naïve``, ``नमस्ते`` and ``東京`` are one token and ``(``, ``,``, ``😀`` are tokens of
-their own), a *word* (a run of non-whitespace, like ``str.split()``), or a
+their own), a *word* (a run of non-whitespace, like ``str.split()``, but each Chinese or Japanese character a word
+of its own, with the punctuation after it: such text has no spaces, so a paragraph was one word), or a
 *sentence* (Punkt, from the ``punkt`` package, whose models ship in the wheel; Chinese and
 Japanese ones cut at their ``。！？`` by ``_cjk_sentences``).
 
@@ -24,7 +25,7 @@ import pyarrow as pa
 from operators.preprocess import _cjk_sentences
 from operators.unicode import whole_characters
 
-SPACE, WORD, OTHER, CONTINUATION = 0, 1, 2, 3
+SPACE, WORD, OTHER, CONTINUATION, CJK = 0, 1, 2, 3, 4
 #: Texts are processed in blocks of about this many UTF-8 bytes, to bound memory.
 BLOCK_BYTES = 1 << 20
 
@@ -48,8 +49,24 @@ def char_class(ch: str) -> int:
 
 
 @functools.cache
+def unspaced_characters() -> frozenset[str]:
+    """The Han, Hiragana and Katakana word characters (``store.cjk.cjk_characters`` less Korean's Hangul, which is
+    written with spaces between words): each is a word of its own for ``unit: words``."""
+    import regex
+
+    from operators.store.cjk import cjk_characters
+
+    return frozenset(regex.sub(r"\p{sc=Hangul}", "", "".join(cjk_characters())))
+
+
+def _code_point_class(ch: str) -> int:
+    """``char_class``, with ``CJK`` for the ``unspaced_characters`` (a word character to ``unit: tokens``)."""
+    return CJK if ch in unspaced_characters() else char_class(ch)
+
+
+@functools.cache
 def _bmp_classes() -> np.ndarray:
-    return np.array([char_class(chr(c)) for c in range(0x10000)], dtype=np.uint8)
+    return np.array([_code_point_class(chr(c)) for c in range(0x10000)], dtype=np.uint8)
 
 
 @functools.cache
@@ -82,13 +99,26 @@ def _classes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     lead_cls[bmp] = _bmp_classes()[cp[bmp]]
     if not bmp.all():
         astral, inverse = np.unique(cp[~bmp], return_inverse=True)
-        lead_cls[~bmp] = np.array([char_class(chr(c)) for c in astral.tolist()], np.uint8)[inverse]
+        lead_cls[~bmp] = np.array([_code_point_class(chr(c)) for c in astral.tolist()], np.uint8)[inverse]
     cls[lead] = lead_cls
     char_start = cls != CONTINUATION
     follow = np.flatnonzero(~char_start)
     for _ in range(3):  # a continuation byte takes its code point's class (at most 3 follow a lead)
         cls[follow] = cls[follow - 1]
     return cls, char_start
+
+
+def _last_but_punctuation(cls: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The class of the last code point before each byte that is not punctuation (``OTHER``), in its text (SPACE
+    at a text's start): ``京（Beijing`` starts a word at ``B``, as ``京Beijing`` does."""
+    n = len(cls)
+    known = cls.copy()
+    first = offsets[:-1][offsets[:-1] < n]
+    known[first] = np.where(cls[first] == OTHER, SPACE, cls[first])  # what comes before a text does not count
+    last = np.maximum.accumulate(np.where(known != OTHER, np.arange(n), -1))
+    out = np.full(n, SPACE, np.uint8)
+    out[1:] = np.where(last[:-1] >= 0, known[np.maximum(last[:-1], 0)], SPACE)
+    return out
 
 
 def string_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +145,8 @@ def unit_bytes(data: np.ndarray, offsets: np.ndarray, unit: str) -> tuple[np.nda
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros(len(offsets) - 1, np.int64)
     cls, char_start = _classes(data)
+    if unit == "tokens":  # a run of Chinese is one token, as a word of letters is
+        cls[cls == CJK] = WORD
     before = np.empty_like(cls)  # class of the code point before each byte's
     before[0] = SPACE
     before[1:] = cls[:-1]
@@ -122,8 +154,10 @@ def unit_bytes(data: np.ndarray, offsets: np.ndarray, unit: str) -> tuple[np.nda
     prev[offsets[:-1][offsets[:-1] < n]] = SPACE  # a text's first character follows nothing
     if unit == "tokens":
         starts = (cls == OTHER) | ((cls == WORD) & (prev != WORD))
-    else:  # words
-        starts = (cls != SPACE) & (prev == SPACE)
+    else:  # words: and each Chinese or Japanese character, and the letters after one and its punctuation
+        starts = (cls == CJK) | ((cls != SPACE) & (prev == SPACE))
+        if (cls == CJK).any():
+            starts |= (cls == WORD) & (_last_but_punctuation(cls, offsets) == CJK)
     if char_start is not None:
         starts &= char_start
     # A unit ends where a boundary (a unit start, a space, a text's end) follows a non-space.

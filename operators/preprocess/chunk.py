@@ -32,7 +32,9 @@ class Chunker(Operator):
     characters: "Гражда́нская" is one), or one punctuation/symbol character
     (``_chunk_units.char_class``); with ``tokenizer`` they are that model's word pieces,
     so a chunk fits an encoder that reads ``size`` of them (``_model_windows``: whole
-    words, about ``overlap`` shared). Words are runs of non-whitespace; sentences come
+    words, about ``overlap`` shared). Words are runs of non-whitespace, each Chinese or Japanese character a word of
+    its own (with the punctuation after it; Korean is spaced): their text has no spaces, so a paragraph was one
+    word; sentences come
     from Punkt (models ship with the ``punkt`` package), Chinese and Japanese ones cut at their
     ``。！？`` too (``_cjk_sentences``), whatever ``language``.
     Emits one row per chunk: ``chunk_id`` (``<doc_id>#<chunk_index>``), ``doc_id``
@@ -51,7 +53,8 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
-    version = "2"  # 2: Chinese and Japanese text cut at 。！？ (one sentence before; a piece chunk ended mid-word)
+    version = "3"  # 2: Chinese and Japanese text cut at 。！？ (one sentence before; a piece chunk ended mid-word)
+    # 3: unit words counts a Chinese or Japanese character as a word (a paragraph was one word)
     scope = "row"
 
     class Params(BaseModel):

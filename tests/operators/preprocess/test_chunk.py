@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from operators.errors import MissingColumnsError, ParamsError
 from operators.ids import content_doc_id
+from operators.preprocess._chunk_units import unspaced_characters
 from operators.registry import create
 from operators.testing import OperatorContract, sample_documents
 
@@ -22,11 +23,22 @@ TOKEN = re.compile(r"\w+|[^\w\s]")
 def units_of(text: str, unit: str) -> list[str]:
     if unit == "tokens":
         return TOKEN.findall(text)
-    if unit == "words":
-        return text.split()
+    if unit == "words":  # spaced words; a Chinese or Japanese character, with the punctuation after it, a word too
+        return [u for word in text.split() for u in _unspaced_words(word)]
     import punkt
 
     return punkt.PunktSentenceTokenizer(punkt.load_model("english")).tokenize(text)
+
+
+def _unspaced_words(word: str) -> list[str]:
+    cjk, units, after_cjk = unspaced_characters(), [], False
+    for ch in word:
+        if not units or ch in cjk or (after_cjk and (ch.isalnum() or ch == "_")):
+            units.append(ch)
+        else:
+            units[-1] += ch
+        after_cjk = ch in cjk or (after_cjk and not (ch.isalnum() or ch == "_"))
+    return units
 
 
 def chunk(texts, **params) -> pa.Table:
@@ -79,7 +91,7 @@ def test_overlap_and_coverage_on_real_documents(unit, size, overlap):
 
 TEXTS = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Mn", "Mc", "Me"))
-    | st.sampled_from(" \n\t.,;()-'\u00a0é東😀"),
+    | st.sampled_from(" \n\t.,;()-'\u00a0é東😀。ア（서"),
     max_size=120,
 )
 
