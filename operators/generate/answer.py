@@ -63,7 +63,7 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "16"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "17"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
     # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
@@ -74,6 +74,7 @@ class AnswerGenerator(LLMStep):
     # 14: the question as asked from a row that has it (not a retrieve.messages row ranked first)
     # 15: a short answer's words count as the question's by their stem, and its span does not stop mid-phrase
     # 16: an empty question, or a context with no document text in it, is not sent: the query is marked degraded
+    # 17: a Chinese or Japanese answer's sources: its pairs of characters, a span inside a document's clause
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "

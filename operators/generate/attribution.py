@@ -29,11 +29,13 @@ ABOUT_ANSWERING = ("answer", "answers", "question", "questions", "document", "do
 @functools.lru_cache(maxsize=1)
 def _tokenizer():
     """The shared BM25 query tokenizer with Snowball's English stopwords (bm25s's list) and ``ABOUT_ANSWERING``
-    left out."""
+    left out, Chinese, Japanese and Korean cut into pairs of characters (the "cjk_bigrams" rule): a Chinese answer
+    was one word, which no document's clause was, so it had no source."""
     from operators.preprocess.stopwords import stopword_set
     from operators.store.bm25 import query_tokenizer
 
-    return query_tokenizer(tuple(sorted(stopword_set("en", "snowball") | set(ABOUT_ANSWERING))), "english")
+    return query_tokenizer(tuple(sorted(stopword_set("en", "snowball") | set(ABOUT_ANSWERING))), "english",
+                           "cjk_bigrams")
 
 
 def content_words(texts: list[str]) -> list[list[str]]:
@@ -99,12 +101,17 @@ def attribute(answer: str, texts: dict[int | None, str | None], min_overlap: flo
 def containing(answer: str, texts: dict[int | None, str | None], question: str = "") -> list[int]:
     """Document numbers whose text contains the answer as written, word for word (case, spacing and a leading
     article ignored), in number order (3 at most); none when the answer holds no distinctive word (a "yes", the
-    question's own words, "I don't know"): every document would hold it, or none that means it."""
+    question's own words, "I don't know"): every document would hold it, or none that means it. An end in Chinese
+    or Japanese needs no word boundary (their words are not spaced: ``痛苦记忆`` is held by ``了痛苦记忆的``)."""
+    from operators.store.cjk import cjk_characters
+
     def squeeze(text: str) -> str:
         return " ".join(text.lower().split())
 
     span = re.sub(r"^(?:an?|the) ", "", squeeze(answer))
     if not span or not distinctive(span, question)[0]:
         return []
-    pattern = re.compile(r"(?<!\w)" + re.escape(span) + r"(?!\w)")
+    cjk = cjk_characters()
+    before, after = ("" if span[0] in cjk else r"(?<!\w)"), ("" if span[-1] in cjk else r"(?!\w)")
+    pattern = re.compile(before + re.escape(span) + after)
     return sorted(n for n, t in texts.items() if n is not None and pattern.search(squeeze(t or "")))[:3]
