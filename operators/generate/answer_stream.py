@@ -32,6 +32,14 @@ _sink: ThreadValue[Sink] = ThreadValue()
 _UNCLOSED = re.compile(r"\[[^\]]*$")
 
 
+def _after_last_cjk(text: str) -> int:
+    """Where the last Chinese, Japanese or Korean character of ``text`` ends (0 when it has none)."""
+    from operators.store.cjk import cjk_characters
+
+    cjk = cjk_characters()
+    return next((i + 1 for i in range(len(text) - 1, -1, -1) if text[i] in cjk), 0)
+
+
 def streaming_answers(sink: Sink) -> ContextManager[None]:
     """Within this block, on this thread, answers go to ``sink(qid, text)`` piece by piece as they are written."""
     return _sink.holding(sink)
@@ -56,8 +64,9 @@ class AnswerStream:
         """The new text of the answer that is safe to show (possibly ''), after adding ``piece`` to the reply."""
         self.reply += piece
         answer = self.read(self.reply)
-        # The last word may still grow (or become a label), and the space before a label is no part of the answer.
-        stable = answer[:max(answer.rfind(" "), answer.rfind("\n"), 0)].rstrip()
+        # The last word may still grow (or become a label), and the space before a label is no part of the answer;
+        # a Chinese or Japanese character is a word that is whole (their text has no spaces: it all waited to the end)
+        stable = answer[:max(answer.rfind(" "), answer.rfind("\n"), _after_last_cjk(answer))].rstrip()
         if (unclosed := _UNCLOSED.search(stable)) is not None:  # "[Document 1" becomes "[1]" once it closes
             stable = stable[:unclosed.start()].rstrip()
         if not stable.startswith(self.sent) or len(stable) <= len(self.sent):

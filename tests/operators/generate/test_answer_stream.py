@@ -115,3 +115,19 @@ def test_a_cancel_while_the_answer_streams_stops_the_model():
     with pytest.raises(FlowCancelled, match="closed the stream"), streaming_answers(sink):
         make_executor("local").run(spec, sample_results(1, 2), cancel=cancel)
     assert 3 <= len(got) <= 5  # stopped at the next token, not after 200
+
+
+@pytest.mark.parametrize("reply, answer", [
+    ("孟姜女的丈夫被征去修长城，死在了工地上 [1]。\nSources: 1", "孟姜女的丈夫被征去修长城，死在了工地上 [1]。"),
+    ("大熊猫以竹子为主要食物[Document 1]。", "大熊猫以竹子为主要食物[1]。"),
+    ("富士山の標高は3776メートルです。", "富士山の標高は3776メートルです。"),
+])
+def test_a_chinese_or_japanese_answer_streams_as_it_is_written_not_at_its_end(reply, answer):
+    """Their text has no spaces, so the answer was one "last word" held back to the end: a chat streamed nothing."""
+    stream = AnswerStream(lambda text: parse_answer(text, 3)["answer"])
+    pieces = [stream.feed(piece) for piece in reply]
+    assert parse_answer(reply, 3)["answer"] == answer and answer.startswith(stream.sent)
+    assert sum(1 for p in pieces if p) >= 8  # character by character, not one piece at the end
+    assert len(stream.sent) >= len(answer) - 6  # all but what could still grow: a citation, a number, a stop
+    for label in ("Sources", "Document"):
+        assert label not in stream.sent
