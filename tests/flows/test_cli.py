@@ -317,7 +317,7 @@ def test_cache_explain_after_a_run_and_clear(home, tmp_path, tessera):
     second = tessera("run", str(flow), "-q", str(QUERIES), "--quiet", home=home).stdout
     assert "cache hit ratio 100%" in second
     text = tessera("cache", "explain", str(flow), home=home).stdout
-    assert "bm25  retrieve.corpus_bm25 v1, scope query" in text and "corpus_sha256" in text
+    assert "bm25  retrieve.corpus_bm25 v2, scope query" in text and "corpus_sha256" in text
     assert "last run   4 units, 4 hits (100%)" in text
     assert "one row, hashed over: text" in text
     assert f"code       tessera {tessera_version()}, source " in text
