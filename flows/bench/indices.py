@@ -10,7 +10,8 @@ settings JSON, where a dense index's encoder is its weights' fingerprint
 (``operators.models.fingerprint``, as the step cache keys it), not the reference
 that named it: one model by name, by path or by an alias is one index. A complete
 index under the key of before (which hashed the reference) is still found and used,
-else the index is built under the new key. An index is reused when its
+else the index is built under the new key; so is one built while BM25's default tokens were 'unicode', when
+its text holds no CJK, which 'cjk_bigrams' cuts alike (``holds_cjk``). An index is reused when its
 ``<key>.done.json`` marker exists (written after ingestion returned) and it opens; a
 half-built one is handed to ``ingest`` again, which resumes it.
 
@@ -34,6 +35,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flows.spec import FlowSpec
+
+#: The BM25 tokens rule new indices got before 'cjk_bigrams'. A benchmark's index built under it is
+#: keyed by it: one whose text has no CJK is cut alike and is used, where the new key built it again (a dense
+#: index's embedding too) after the upgrade.
+TOKENS_BEFORE = "unicode"
 
 
 @dataclass(frozen=True)
@@ -87,10 +93,21 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
     """
     if not spec.unset_index_steps():
         return None
+    settings = index_settings(spec)
+    plan = _plan_for(settings, corpus_sha256, root)
+    if plan.marker.is_file() or settings.tokens != "cjk_bigrams" or "tokens" in (spec.index_settings or {}):
+        return plan
+    before = _plan_for(settings.model_copy(update={"tokens": TOKENS_BEFORE}), corpus_sha256, root)
+    if is_complete(before) and not (settings.bm25 and holds_cjk(before.path, settings.text_fields)):
+        return before  # built before 'cjk_bigrams' was the default, and cut alike: its text has no CJK
+    return plan
+
+
+def _plan_for(settings: Any, corpus_sha256: str, root: Path) -> IndexPlan:
+    """The plan of an index of ``settings``: keyed by its encoder's weights, or found under the key of before."""
     from operators.models import DEFAULT_ENCODER
     from operators.models.fingerprint import weights_fingerprint
 
-    settings = index_settings(spec)
     dense = settings.dense
     dumped = settings.model_dump(mode="json")
     settings_json = _canonical(dumped)
@@ -107,6 +124,25 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
         if old.marker.is_file() and is_complete(old):
             return old
     return plan
+
+
+def holds_cjk(path: Path, fields: list[str]) -> bool:
+    """Whether the BM25 text of the index at ``path`` (its shards' ``fields``) has a Chinese, Japanese or Korean
+    word character, which 'cjk_bigrams' cuts otherwise than 'unicode' does; text without one is cut alike."""
+    import pyarrow.parquet as pq
+    import regex
+
+    from operators.store.cjk import cjk_class
+
+    found = regex.compile(f"[{cjk_class()}]").search
+    for docs in sorted(Path(path).glob("shards/*/docs.parquet")):
+        names = set(pq.read_schema(docs).names)
+        table = pq.read_table(docs, columns=[field for field in fields if field in names])
+        for column in table.columns:
+            for chunk in column.chunks:
+                if found("\n".join(text for text in chunk.to_pylist() if isinstance(text, str))):
+                    return True
+    return False
 
 
 def _canonical(data: Any) -> str:
