@@ -36,8 +36,30 @@ class BM25Retriever(IndexRetriever):
 
     def search(self, texts, k, where):
         hits = self.index.search_bm25(texts, k, where=where)
-        self._note_termless([text for text, found in zip(texts, hits) if len(found) == 0])
+        unfound = [text for text, found in zip(texts, hits) if len(found) == 0]
+        self._note_termless(unfound)
+        self._note_whole_runs(unfound)
         return hits
+
+    def _note_whole_runs(self, unfound: list[str]) -> None:
+        """Say why a Chinese, Japanese or Korean query found nothing in an index made before 'cjk_bigrams': it
+        keeps its tokens rule, under which such a run is one word, so a word inside a run is not found ('烤鸭' in
+        '北京烤鸭是…'), nor one in a document added to it since. Without it the index read as lacking the subject."""
+        import regex
+
+        from operators.store.cjk import cjk_class
+
+        tokens = self.index.settings.tokens
+        cjk = regex.compile(f"[{cjk_class()}]").search
+        if tokens == "cjk_bigrams" or not (written := [text for text in unfound if cjk(text)]):
+            return
+        more = len(written) - 1
+        others = f" (and {more} more {'query' if more == 1 else 'queries'})" if more else ""
+        log.warning("%s: BM25 found nothing for %r%s: this index cuts words by its tokens rule %r (made before "
+                    "'cjk_bigrams'), under which a Chinese, Japanese or Korean word is found only as a whole run "
+                    "between punctuation or spaces; to find words inside such text, ingest its source into a new "
+                    "index (docs/indices.md)", self.step_id, whole_characters(written[0], 80), others, tokens,
+                    extra={"note": True})
 
     def _note_termless(self, unfound: list[str]) -> None:
         """Say why a query found nothing when the reason is its own words: every one a stopword of the index or

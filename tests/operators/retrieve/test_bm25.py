@@ -212,3 +212,30 @@ def test_a_query_of_emoji_alone_is_said_to_hold_no_letter_or_digit(bm25_index, c
     assert [r.getMessage() for r in caplog.records if r.name == "operators.retrieve.bm25"] == [
         f"words: BM25 found nothing for {query!r}: it has no word BM25 searches for, not a letter or digit in it "
         "(emoji, symbols and punctuation are no words)"]
+
+
+def test_a_cjk_query_that_an_index_made_before_cjk_bigrams_cannot_find_says_why(tmp_path, caplog):
+    """An index made under 'unicode' keeps it after the upgrade, and so do the documents added to it since: '烤鸭'
+    found nothing inside '北京烤鸭是…' and read as "no results", as if the index lacked the subject."""
+    from operators.store import Index, IndexSettings
+
+    docs = pa.table({"docno": ["duck", "honey"], "doc_id": ["duck", "honey"], "title": ["", ""],
+                     "text": ["北京烤鸭是中国著名的菜肴", "bees make honey"]})
+    for tokens in ("unicode", "cjk_bigrams"):
+        Index.create(tmp_path / tokens, IndexSettings(dense=False, tokens=tokens)).add(docs)
+    op = create("retrieve.bm25", {"index": str(tmp_path / "unicode"), "k": 5}, step_id="words")
+    with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
+        out = op(pa.table({"qid": ["1", "2", "3"], "query": ["烤鸭", "honey", "北京烤鸭是中国著名的菜肴"]}))
+    assert sorted(set(out.column("qid").to_pylist())) == ["2", "3"]  # the whole run is found, as built
+    notes = [r for r in caplog.records if r.name == "operators.retrieve.bm25"]
+    assert [r.getMessage() for r in notes] == [
+        "words: BM25 found nothing for '烤鸭': this index cuts words by its tokens rule 'unicode' (made before "
+        "'cjk_bigrams'), under which a Chinese, Japanese or Korean word is found only as a whole run between "
+        "punctuation or spaces; to find words inside such text, ingest its source into a new index (docs/indices.md)"]
+    assert notes[0].note
+    caplog.clear()
+    op = create("retrieve.bm25", {"index": str(tmp_path / "cjk_bigrams"), "k": 5}, step_id="words")
+    with caplog.at_level("WARNING", logger="operators.retrieve.bm25"):
+        assert op(pa.table({"qid": ["1"], "query": ["烤鸭"]})).column("doc_id").to_pylist() == ["duck"]
+        assert op(pa.table({"qid": ["1"], "query": ["寿司"]})).num_rows == 0  # not in it: nothing to explain
+    assert not [r for r in caplog.records if r.name == "operators.retrieve.bm25"]
