@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from operators.error_text import see_docs
 from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams
 from operators.unicode import whole_characters
 
@@ -58,8 +59,8 @@ class BM25Retriever(IndexRetriever):
         log.warning("%s: BM25 found nothing for %r%s: this index cuts words by its tokens rule %r (made before "
                     "'cjk_bigrams'), under which a Chinese, Japanese or Korean word is found only as a whole run "
                     "between punctuation or spaces; to find words inside such text, ingest its source into a new "
-                    "index (docs/indices.md)", self.step_id, whole_characters(written[0], 80), others, tokens,
-                    extra={"note": True})
+                    "index (%s)", self.step_id, whole_characters(written[0], 80), others, tokens,
+                    see_docs("indices", "BM25 shards"), extra={"note": True})
 
     def _note_termless(self, unfound: list[str]) -> None:
         """Say why a query found nothing when the reason is its own words: every one a stopword of the index or

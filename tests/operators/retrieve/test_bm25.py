@@ -231,7 +231,8 @@ def test_a_cjk_query_that_an_index_made_before_cjk_bigrams_cannot_find_says_why(
     assert [r.getMessage() for r in notes] == [
         "words: BM25 found nothing for '烤鸭': this index cuts words by its tokens rule 'unicode' (made before "
         "'cjk_bigrams'), under which a Chinese, Japanese or Korean word is found only as a whole run between "
-        "punctuation or spaces; to find words inside such text, ingest its source into a new index (docs/indices.md)"]
+        "punctuation or spaces; to find words inside such text, ingest its source into a new index "
+        "(docs/indices.md, BM25 shards (`tessera docs indices`))"]
     assert notes[0].note
     caplog.clear()
     op = create("retrieve.bm25", {"index": str(tmp_path / "cjk_bigrams"), "k": 5}, step_id="words")
