@@ -30,6 +30,7 @@ from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
 from operators.errors import see_docs
 from serve.http.errors import error_response
 from serve.http.middleware import HttpMiddleware, StartTracker
+from serve.http.upload_parts import PEEK_BYTES, UploadParts, over_limit_message
 from serve.security.revocations import RevocationsUnreadable
 
 log = logging.getLogger("tessera.serve")
@@ -191,14 +192,15 @@ class _BodyTooLarge(HTTPException):
     """Raised while the body streams in: FastAPI passes an HTTPException through its body parsing unchanged (and
     answers it itself, with ``param`` and ``code``, when the route is already reading the body)."""
 
-    def __init__(self, name: str, limit: int) -> None:
-        super().__init__(413, f"the request body is over the limit {name}={limit}")
-        self.param, self.code = "body", name
+    def __init__(self, name: str, limit: int, parts: UploadParts | None = None) -> None:
+        super().__init__(413, _over_limit(name, limit, None, parts))
+        self.param, self.code = _param(name), name
 
 
 class BodyLimit(HttpMiddleware):
     """413 naming ``max_body_bytes`` (``max_upload_bytes`` for a file upload) for a body over the limit, whether
-    it says its length or streams."""
+    it says its length or streams. An upload's names ``files``, as the upload form's other refusals do, with the
+    files its form named so far and their sizes (``serve.http.upload_parts``)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = "max_upload_bytes" if UPLOAD_ROUTE.fullmatch(route_path(scope)) else "max_body_bytes"
@@ -207,9 +209,13 @@ class BodyLimit(HttpMiddleware):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        parts = UploadParts(headers.get(b"content-type", b"").decode("latin-1")) if name == "max_upload_bytes" \
+            else None
         declared = headers.get(b"content-length", b"").decode("latin-1")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
-            await self._refuse(scope, receive, send, name, limit)
+            if parts is not None:
+                await _peek(receive, parts)
+            await self._refuse(scope, receive, send, name, limit, int(declared), parts)
             return
         seen = 0
 
@@ -218,8 +224,10 @@ class BodyLimit(HttpMiddleware):
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                if parts is not None:
+                    parts.feed(message.get("body", b""))
                 if seen > limit:
-                    raise _BodyTooLarge(name, limit)
+                    raise _BodyTooLarge(name, limit, parts)
             return message
 
         tracked = StartTracker(send)
@@ -227,9 +235,34 @@ class BodyLimit(HttpMiddleware):
             await self.app(scope, counted, tracked)
         except _BodyTooLarge:
             if not tracked.started:
-                await self._refuse(scope, receive, send, name, limit)
+                await self._refuse(scope, receive, send, name, limit, None, parts)
 
     @staticmethod
-    async def _refuse(scope: Scope, receive: Receive, send: Send, name: str, limit: int) -> None:
-        await error_response(413, f"the request body is over the limit {name}={limit}",
-                             param="body", code=name)(scope, receive, send)
+    async def _refuse(scope: Scope, receive: Receive, send: Send, name: str, limit: int, declared: int | None,
+                      parts: UploadParts | None) -> None:
+        await error_response(413, _over_limit(name, limit, declared, parts), param=_param(name),
+                             code=name)(scope, receive, send)
+
+
+async def _peek(receive: Receive, parts: UploadParts) -> None:
+    """Up to ``PEEK_BYTES`` of a body that is over the limit, through ``parts``: its first files' names."""
+    seen = 0
+    while seen < PEEK_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        body = message.get("body", b"")[:PEEK_BYTES - seen]
+        parts.feed(body)
+        seen += len(body)
+        if not message.get("more_body"):
+            return
+
+
+def _param(name: str) -> str:
+    return "files" if name == "max_upload_bytes" else "body"
+
+
+def _over_limit(name: str, limit: int, declared: int | None, parts: UploadParts | None) -> str:
+    if parts is None:
+        return f"the request body is over the limit {name}={limit}"
+    return over_limit_message(limit, declared, parts.files)
