@@ -3,7 +3,8 @@
 A corpus may hold a few documents of megabytes (a book, a log) among short ones. The ``ingest`` spec's chunker
 (200 MiniLM pieces, overlap 32, with the piece ids the embed step reads) tokenized each text whole, and the Rust
 tokenizer holds some 150 bytes a character while it encodes: one 8 MB document took 1.2 GB. It now tokenizes
-slices (``operators/preprocess/_model_windows.py``: ``SLICE_CHARS``, ``BATCH_CHARS``).
+slices (``operators/preprocess/_model_windows.py``: ``SLICE_CHARS``, ``BATCH_CHARS``), and cuts a long text into
+windows as its slices come, holding ``HELD_PIECES`` of its pieces, not all of them (a 50 MB one held 400 MB).
 
 The document is ``--mb`` MB of a BEIR corpus's texts joined by newlines, beside 50 of its short ones. Each side
 runs ``preprocess.chunk`` in a fresh process, with the ``operators`` package of ``--before`` (a git revision) or of
@@ -83,7 +84,11 @@ def main() -> None:
         print(f"{name:>7}: {side['seconds']:6.2f} s, peak RSS {side['peak_mb']:7.0f} MB "
               f"({side['peak_mb'] - side['held_mb']:6.0f} MB over the {side['held_mb']:.0f} MB held before chunking), "
               f"{side['chunks']:,} chunks")
-    same = sides["before"]["digest"] == sides["now"]["digest"]
+    before, now = sides["before"], sides["now"]
+    print(f"before/now: {before['seconds'] / now['seconds']:.2f}x the time, "
+          f"{(before['peak_mb'] - before['held_mb']) / (now['peak_mb'] - now['held_mb']):.2f}x the memory over what "
+          f"was held, {before['peak_mb'] / now['peak_mb']:.2f}x the peak RSS")
+    same = before["digest"] == now["digest"]
     print("the same chunks and piece ids" if same else "THE CHUNKS DIFFER")
     if not same:
         raise SystemExit(1)

@@ -49,14 +49,16 @@ def content_key(title: str | None, text: str | None) -> str:
 
 
 def fill_missing_ids(ids: pa.Array | pa.ChunkedArray | None, titles, texts) -> pa.Array:
-    """``ids`` as strings, with content ids where an id is null or there is no id column."""
+    """``ids`` as strings, with content ids where an id is null or there is no id column. The texts are read into
+    Python only then: a chunker's 50 MB text was copied for ids it already had."""
+    if ids is not None:
+        ids = ids.cast(pa.string())
+        if ids.null_count == 0:
+            return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     text_values = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else list(texts)
     title_values = titles.to_pylist() if isinstance(titles, (pa.Array, pa.ChunkedArray)) else titles
     if ids is None:
         return pa.array(content_doc_ids(title_values, text_values), pa.string())
-    ids = ids.cast(pa.string())
-    if ids.null_count == 0:
-        return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     title_values = title_values if title_values is not None else [None] * len(text_values)
     return pa.array(
         [i if i is not None else content_doc_id(t, x) for i, t, x in zip(ids.to_pylist(), title_values, text_values)],

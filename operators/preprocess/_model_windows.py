@@ -24,13 +24,15 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from operators.preprocess import _cjk_sentences
-from operators.preprocess._chunk_units import LONG_GAP_CHARS, LONG_UNIT_CHARS, PART_CHARS
+from operators.preprocess._chunk_units import LONG_GAP_CHARS, PART_CHARS
+from operators.preprocess._piece_spans import cut_long, index_type, windows
 
 
 class ChunkTokenizerError(ValueError):
@@ -73,51 +75,97 @@ def continuation_prefix(reference: str) -> str | None:
     return model.get("continuing_subword_prefix") if model.get("type") == "WordPiece" else None
 
 
-def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continuation: str | None = None):
+def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continuation: str | None = None,
+                  column: bool = False):
     """(text index, chunk index, chunk text, piece ids) for every chunk of ``texts``; a text without pieces is one
     empty chunk, a text that fits is one chunk, stripped of the spaces at its ends. Every text is tokenized once,
-    with offsets (``_encoded``), and only the longer texts' offsets are read: with offsets a tokenizing costs what
-    counting alone does, and counting every text first, then the longer ones again for their offsets, cost a third
-    more. A text of at most ``size`` pieces and ``size * PART_CHARS`` characters fits whatever its pieces' lengths.
+    with offsets (``_encoded_parts``), and only the longer texts' offsets are read: with offsets a tokenizing costs
+    what counting alone does, and counting every text first, then the longer ones again for their offsets, cost a
+    third more. A text of at most ``size`` pieces and ``size * PART_CHARS`` characters fits whatever its pieces'
+    lengths. A long text is cut as its slices come (``_TextWindows``), so what it holds does not grow with it.
 
     With ``continuation`` (``continuation_prefix``), each chunk's piece ids come too, as the tokenizer gives them for
     the chunk's text (an encoder with the same tokenizer need not tokenize it again); None for a chunk that begins or
     ends inside a word (a word longer than a chunk, or a piece cut into parts), whose pieces its own text would not
-    give. Else they are None. A long text's are int32 arrays (views of its pieces': a list of Python ints took 40
-    bytes a piece), a short one's a list."""
-    text_of, index, chunks, ids = [], [], [], []
-    continues = _ContinuationIds(tokenizer, continuation)
-    for t, (text, encoding) in enumerate(zip(texts, _encoded(texts, tokenizer, continues))):
-        wins, n = None, len(encoding)
-        if n and (n > size or len(text) > size * PART_CHARS):
-            encoding = encoding if isinstance(encoding, _Pieces) else _Pieces.of(encoding, 0, len(text), continues)
-            spans, origin = _cut_long(encoding.offsets)
-            wins = _windows(spans, size, overlap, np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1,
-                            _cjk_sentences.cut_points(text))
-        if wins is None or (len(wins) == 1 and n <= size):
-            text_of.append(t), index.append(0), chunks.append(text.strip() if n else "")
-            ids.append(encoding.ids if continuation else None)
-            continue
-        for i, (first, stop) in enumerate(wins):
-            text_of.append(t), index.append(i), chunks.append(text[spans[first, 0]: spans[stop - 1, 1]])
-            whole = continuation and (origin is None or (first == 0 or origin[first - 1] != origin[first]) and (
-                stop == len(origin) or origin[stop] != origin[stop - 1]))  # not inside a piece cut into parts
-            begin, end = (first, stop) if origin is None else (int(origin[first]), int(origin[stop - 1]) + 1)
-            whole = whole and not encoding.continues[begin] and (end == n or not encoding.continues[end])
-            ids.append(encoding.ids[begin:end] if whole else None)
-    return text_of, index, chunks, ids
+    give. Else they are None. A long text's are int32 arrays (a list of Python ints took 40 bytes a piece), a short
+    one's a list. With ``column``, the chunks come as an Arrow column (``_ChunkTexts``), else as a list."""
+    text_of, index, ids = [], [], []
+    chunks = _ChunkTexts() if column else []
+    continues, cutting = _ContinuationIds(tokenizer, continuation), None
+    for t, encoding, last in _encoded_parts(texts, tokenizer, continues):
+        text = texts[t]
+        if cutting is None and not isinstance(encoding, _Pieces):  # a text of one slice
+            n = len(encoding)
+            if not n or (n <= size and len(text) <= size * PART_CHARS):
+                text_of.append(t), index.append(0), chunks.append(text.strip() if n else "")
+                ids.append(encoding.ids if continuation else None)
+                continue
+            encoding = _Pieces.of(encoding, 0, len(text), continues)
+        if cutting is None:
+            cutting = _TextWindows(text, size, overlap, bool(continuation), chunks.arrow if column else list)
+        cutting.add(encoding)
+        if last:
+            made = 0
+            for part, piece_ids in cutting.finish():
+                text_of += [t] * len(piece_ids)
+                index += range(made, made + len(piece_ids))
+                chunks.extend(part), ids.extend(piece_ids)
+                made += len(piece_ids)
+            cutting = None
+    return text_of, index, chunks.done() if column else chunks, ids
 
 
-def piece_id_lists(ids: list) -> pa.ListArray:
-    """``piece_windows``'s piece ids as an Arrow column of int32 lists, null where None, gathered into one array
-    first: ``pa.array`` of a list of numpy arrays held some 10 bytes a piece over its result while it converted (a
-    long text's peak came there), and took twice as long over lists of Python ints."""
-    lengths = np.fromiter((0 if one is None else len(one) for one in ids), np.int64, len(ids))
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())  # over 2**31 pieces: an error
-    held = [np.asarray(one, np.int32) for one in ids if one is not None]
-    values = np.concatenate(held) if held else np.zeros(0, np.int32)
-    nulls = pa.array([one is None for one in ids], pa.bool_())
-    return pa.ListArray.from_arrays(offsets, pa.array(values), mask=nulls)
+class _ChunkTexts:
+    """Chunk texts gathered into Arrow as they come, ``BATCH_ROWS`` at a time, a long text's a cut at a time
+    (``arrow``): a 50 MB text's chunks were all held as Python strings, then in Arrow too."""
+
+    def __init__(self):
+        self.arrays, self.pending = [], []
+
+    @staticmethod
+    def arrow(texts: list[str]) -> pa.Array:
+        return pa.array(texts, pa.string())
+
+    def append(self, text: str) -> None:
+        self.pending.append(text)
+        if len(self.pending) >= BATCH_ROWS:
+            self._flush()
+
+    def extend(self, texts: pa.Array) -> None:
+        self._flush()
+        self.arrays.append(texts)
+
+    def done(self) -> pa.ChunkedArray:
+        self._flush()
+        return pa.chunked_array(self.arrays, pa.string())
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.arrays.append(self.arrow(self.pending))
+            self.pending = []
+
+
+def piece_id_lists(ids: list) -> pa.ChunkedArray:
+    """``piece_windows``'s piece ids as an Arrow column of int32 lists, null where None, ``BATCH_ROWS`` chunks at a
+    time, each batch gathered into one array first (``pa.array`` of a list of numpy arrays held some 10 bytes a piece
+    over its result while it converted, and took twice as long over lists of Python ints). ``ids`` is emptied as it
+    is read, so that each batch's arrays are let go once copied: a long text's were all held twice."""
+    batches = []
+    while ids:
+        batch = ids[:BATCH_ROWS]
+        del ids[:BATCH_ROWS]
+        lengths = np.fromiter((0 if one is None else len(one) for one in batch), np.int64, len(batch))
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())  # over 2**31 pieces: an error
+        held = [np.asarray(one, np.int32) for one in batch if one is not None]
+        values = np.concatenate(held) if held else np.zeros(0, np.int32)
+        nulls = pa.array([one is None for one in batch], pa.bool_())
+        del held, batch
+        batches.append(pa.ListArray.from_arrays(offsets, pa.array(values), mask=nulls))
+    return pa.chunked_array(batches, pa.list_(pa.int32()))
+
+
+#: Chunks converted to Arrow at a time (``piece_id_lists``, ``_ChunkTexts``).
+BATCH_ROWS = 8192
 
 
 #: A text of more than ``SLICE_CHARS`` characters is tokenized in slices of about that many, and texts are given to
@@ -148,7 +196,7 @@ class _Pieces:
     def of(cls, encoding, start: int, length: int, continues: _ContinuationIds) -> _Pieces:
         """The pieces of ``encoding``, a slice of a text of ``length`` characters from ``start``."""
         ids = np.asarray(encoding.ids, dtype=np.int32)
-        offsets = np.asarray(encoding.offsets, dtype=_index_type(length)).reshape(-1, 2)
+        offsets = np.asarray(encoding.offsets, dtype=index_type(length)).reshape(-1, 2)
         offsets += start
         return cls(ids, offsets, continues(ids))
 
@@ -164,11 +212,6 @@ class _Pieces:
             fields.append(None if held[0] is None else np.concatenate(held))
             del held
         return cls(*fields)
-
-
-def _index_type(length: int):
-    """The integer type that holds a position (or a count) up to ``length``."""
-    return np.int32 if length < 2**31 else np.int64
 
 
 class _ContinuationIds:
@@ -208,21 +251,17 @@ def _slice_end(text: str, start: int) -> int:
     return space if space > start else edge
 
 
-def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
-    """Each text's encoding, in order: an ``Encoding`` for a text of one slice, ``_Pieces`` for a longer one. At
-    most ``BATCH_CHARS`` characters (or one slice) are in the tokenizer at once."""
-    batch, size, parts = [], 0, []
+def _encoded_parts(texts: list[str], tokenizer, continues: _ContinuationIds):
+    """(text index, encoding, last) for each text in order: its ``Encoding`` for a text of one slice, else each of
+    its slices' ``_Pieces`` as they are tokenized. At most ``BATCH_CHARS`` characters (or one slice) are in the
+    tokenizer at once."""
+    batch, size = [], 0
 
     def flush():
         encodings = tokenizer.encode_batch([texts[t][a:b] for t, a, b, _ in batch], add_special_tokens=False)
         for (t, a, b, last), encoding in zip(batch, encodings):
-            if a == 0 and last:
-                yield encoding
-                continue
-            parts.append(_Pieces.of(encoding, a, len(texts[t]), continues))
-            if last:
-                yield _Pieces.join(parts)
-                parts.clear()
+            whole = a == 0 and last
+            yield t, encoding if whole else _Pieces.of(encoding, a, len(texts[t]), continues), last
         batch.clear()
 
     for t, text in enumerate(texts):
@@ -237,56 +276,80 @@ def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
         yield from flush()
 
 
-def _cut_long(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The pieces' character spans with each one of more than ``LONG_UNIT_CHARS`` characters cut into parts of
-    ``PART_CHARS``, and the piece each span is of (None where no piece is cut: each span is its own piece). Only
-    the long pieces' parts are computed apart: arrays of the whole text's length each took 8 bytes a piece."""
-    long_at = np.flatnonzero(spans[:, 1] - spans[:, 0] > LONG_UNIT_CHARS)
-    if not len(long_at):
-        return spans, None
-    counts = -(-(spans[long_at, 1] - spans[long_at, 0]) // PART_CHARS)  # the parts of each long piece
-    parts = np.ones(len(spans), _index_type(len(spans) + int(counts.sum())))
-    parts[long_at] = counts
-    origin = np.repeat(np.arange(len(spans), dtype=parts.dtype), parts)
-    del parts
-    cut = spans[origin]
-    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a part's place in its piece
-    rows = np.repeat(long_at + np.cumsum(counts - 1) - (counts - 1), counts) + within
-    cut[rows, 0] = np.repeat(spans[long_at, 0], counts) + within * PART_CHARS
-    cut[rows, 1] = np.minimum(cut[rows, 0] + PART_CHARS, np.repeat(spans[long_at, 1], counts))
-    return cut, origin
+def _encoded(texts: list[str], tokenizer, continues: _ContinuationIds):
+    """Each text's encoding, in order: an ``Encoding`` for a text of one slice, its slices' ``_Pieces`` joined for a
+    longer one."""
+    parts = []
+    for _, encoding, last in _encoded_parts(texts, tokenizer, continues):
+        if not isinstance(encoding, _Pieces):
+            yield encoding
+            continue
+        parts.append(encoding)
+        if last:
+            yield _Pieces.join(parts)
+            parts.clear()
 
 
-def _windows(spans: np.ndarray, size: int, overlap: int, breaks: np.ndarray,
-             points: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[int, int]]:
-    """[first, stop) piece ranges of one text's windows: at most ``size`` pieces each, whole words where a word
-    fits, about ``overlap`` pieces shared by neighbours; none reaches across a piece of ``breaks`` (sorted) to the
-    one before it. ``points`` (``_cjk_sentences.cut_points``, Chinese or Japanese text): a window ends at a sentence
-    end (or a gap) where one falls in its second half, else at a clause's end, and starts at either."""
-    n = len(spans)
-    starts_word = np.ones(n, bool)
-    starts_word[1:] = spans[1:, 0] > spans[:-1, 1]  # a gap (a space, a dropped character) before the piece
-    preferred = None
-    if points is not None:
-        sentence_at = np.isin(spans[:, 0], points[0])
-        preferred = np.flatnonzero(starts_word | sentence_at)
-        starts_word |= sentence_at | np.isin(spans[:, 0], points[1])
-    word_starts = np.flatnonzero(starts_word)
-    windows, first = [], 0
-    for end in [*breaks.tolist(), n]:  # each stretch between breaks, on its own
-        while True:
-            if end - first <= size:
-                windows.append((first, end))
-                break
-            limit = first + size  # the piece after the longest window
-            before = word_starts[np.searchsorted(word_starts, limit, side="right") - 1]  # last word start <= limit
-            stop = int(before) if before > first else limit  # a word longer than a chunk is cut between pieces
-            if preferred is not None:
-                sentence = int(preferred[np.searchsorted(preferred, limit, side="right") - 1])
-                stop = sentence if sentence > first + size // 2 else stop
-            windows.append((first, stop))
-            low = max(first + 1, stop - overlap)
-            after = word_starts[np.searchsorted(word_starts, low)] if low <= word_starts[-1] else stop
-            first = int(min(after, stop))
-        first = end
-    return windows
+#: A long text is cut into windows as its slices come, once this many of its pieces wait: it holds these and its
+#: chunks, not all its pieces at once (13 bytes a piece, and its windows' arrays 12 more: a 50 MB text held 400 MB).
+HELD_PIECES = 1 << 16
+
+
+class _TextWindows:
+    """One long text's chunks and their piece ids, cut as its pieces come (``add``): each time ``HELD_PIECES`` wait,
+    the windows that the pieces still to come cannot change are made, and only the pieces from the next window's
+    first on are kept. The windows are those of the text's pieces all at once (``windows`` reads a window's
+    ``size`` pieces and the gaps between them, ``cut_long`` each piece alone); a text of at most ``size *
+    PART_CHARS`` characters (one chunk if it has at most ``size`` pieces) is cut at its end."""
+
+    def __init__(self, text: str, size: int, overlap: int, with_ids: bool, convert):
+        self.text, self.size, self.overlap, self.with_ids = text, size, overlap, with_ids
+        self.points = _cjk_sentences.cut_points(text)
+        self.hold = HELD_PIECES if len(text) > size * PART_CHARS else float("inf")
+        self.held: list[_Pieces] = []  # the pieces from the next window's on, in parts
+        self.waiting = self.seen = self.first = 0  # pieces held and seen; the next window's first span in held
+        self.convert, self.parts, self.made = convert, [], 0  # each cut's chunk texts (``convert``ed) and piece ids
+
+    def add(self, part: _Pieces) -> None:
+        self.held.append(part)
+        self.waiting, self.seen = self.waiting + len(part), self.seen + len(part)
+        if self.waiting >= self.hold:
+            self._cut(final=False)
+
+    def finish(self) -> list[tuple[Any, list[np.ndarray | None]]]:
+        """(chunk texts, their piece ids) of each cut, in order."""
+        pieces = self._cut(final=True)
+        if not self.seen or (self.made == 1 and self.seen <= self.size):  # no piece, or it fits whole
+            return [(self.convert([self.text.strip() if self.seen else ""]), [pieces.ids if self.with_ids else None])]
+        return self.parts
+
+    def _cut(self, final: bool) -> _Pieces:
+        pieces = _Pieces.join(self.held) if len(self.held) > 1 else self.held[0]
+        self.held, n = [], len(pieces)
+        if not n:
+            return pieces
+        spans, origin = cut_long(pieces.offsets)
+        points = None if self.points is None else tuple(  # those among these pieces' starts
+            at[np.searchsorted(at, spans[0, 0]): np.searchsorted(at, spans[-1, 0], side="right")] for at in self.points)
+        wins, first = windows(spans, self.size, self.overlap,
+                               np.flatnonzero(spans[1:, 0] - spans[:-1, 1] > LONG_GAP_CHARS) + 1, points, self.first,
+                               final)
+        ids = pieces.ids.copy() if self.with_ids and wins else None  # the chunks' are views of it; the rest goes
+        texts, made = [], []
+        for a, stop in wins:
+            whole = self.with_ids and (origin is None or (a == 0 or origin[a - 1] != origin[a]) and (
+                stop == len(origin) or origin[stop] != origin[stop - 1]))  # not inside a piece cut into parts
+            begin, end = (a, stop) if origin is None else (int(origin[a]), int(origin[stop - 1]) + 1)
+            whole = whole and not pieces.continues[begin] and (end == n or not pieces.continues[end])
+            texts.append(self.text[spans[a, 0]: spans[stop - 1, 1]])
+            made.append(ids[begin:end] if whole else None)
+        if wins:
+            self.parts.append((self.convert(texts), made))
+            self.made += len(wins)
+        if not final:  # keep the pieces from the next window's first on (a piece cut into parts: all of it)
+            keep = first if origin is None else int(origin[first])
+            self.first = 0 if origin is None else first - int(np.searchsorted(origin, keep))
+            self.held = [_Pieces(*(None if a is None else a[keep:].copy() for a in
+                                   (pieces.ids, pieces.offsets, pieces.continues)))]
+            self.waiting = n - keep
+        return pieces

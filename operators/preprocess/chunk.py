@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from operators.base import Operator
 from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
-from operators.preprocess._model_windows import (ChunkTokenizerError, continuation_prefix, model_tokenizer,
-                                                  piece_id_lists, piece_windows, tokenizer_file)
+from operators.preprocess._model_windows import (ChunkTokenizerError, continuation_prefix,
+                                                  model_tokenizer, piece_id_lists, piece_windows, tokenizer_file)
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[
@@ -139,7 +139,8 @@ class Chunker(Operator):
         column = table.column(p.text_column)
         if pa.types.is_null(column.type) or pa.types.is_string_view(column.type):  # every text null; a view
             column = column.cast(pa.string())  # (Arrow fills neither with "")
-        texts = pc.fill_null(column.combine_chunks() if column.num_chunks else pa.array([], pa.string()), "")
+        whole = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # (which copies even one)
+        texts = pc.fill_null(whole if column.num_chunks else pa.array([], pa.string()), "")
         pieces = None
         if p.unit == "sentences":
             text_of, index, totals, chunks = self._sentence_chunks(texts)
@@ -212,10 +213,11 @@ class Chunker(Operator):
         p = self.params
         tokenizer = model_tokenizer(p.tokenizer)
         continuation = continuation_prefix(p.tokenizer) if p.pieces_column else None
-        text_of, index, chunks, pieces = piece_windows(texts.to_pylist(), tokenizer, p.size, p.overlap, continuation)
+        text_of, index, chunks, pieces = piece_windows(texts.to_pylist(), tokenizer, p.size, p.overlap, continuation,
+                                                       column=True)
         text_of = np.asarray(text_of, np.int64)
         totals = np.bincount(text_of, minlength=len(texts))[text_of]
-        gathered = self._gather([(text_of, np.asarray(index, np.int64), totals)], pa.array(chunks, pa.string()))
+        gathered = self._gather([(text_of, np.asarray(index, np.int64), totals)], chunks)
         return (*gathered, pieces)
 
     @staticmethod
