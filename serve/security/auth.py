@@ -213,8 +213,8 @@ class BodyLimit(HttpMiddleware):
             else None
         declared = headers.get(b"content-length", b"").decode("latin-1")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
-            if parts is not None:
-                await _peek(receive, parts)
+            if parts is not None and headers.get(b"expect", b"").lower() != b"100-continue":
+                await _peek(receive, parts)  # what a client that waits for "go ahead" has not sent is not asked for
             await self._refuse(scope, receive, send, name, limit, int(declared), parts)
             return
         seen = 0

@@ -7,6 +7,9 @@ nothing is queued."""
 
 from __future__ import annotations
 
+import socket
+from urllib.parse import urlsplit
+
 import pytest
 import requests
 
@@ -84,3 +87,15 @@ def test_the_413_of_a_streamed_upload_names_each_file_with_its_size(files_url):
     assert said.startswith(f"files: the upload is over the limit max_upload_bytes={LIMIT} (100,000 bytes")
     assert "files 'notes.md' (1,000 bytes), 'plan (v2).txt' (30,000 bytes), 'big.txt' (at least " in said, said
     assert "the limit stopped it there); send fewer or smaller files a request" in said and "Content-Length" not in said
+
+
+def test_a_client_that_waits_for_go_ahead_is_refused_before_it_sends_the_body(files_url):
+    """``Expect: 100-continue`` (curl's way with a large file): the 413 comes in place of the "go ahead", so the
+    client never sends the body it announced; the names the body would have told are not asked for."""
+    url = urlsplit(files_url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
+        conn.sendall(f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Length: {3 * LIMIT}\r\n"
+                     "Content-Type: multipart/form-data; boundary=b\r\nExpect: 100-continue\r\n\r\n".encode())
+        reply = conn.recv(65536).decode("latin-1")
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert f"the request is {3 * LIMIT:,} bytes (its Content-Length)" in reply and "file '" not in reply
