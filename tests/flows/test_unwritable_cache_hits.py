@@ -76,15 +76,32 @@ def cache(bm25_index, tmp_path) -> Path:
     return cache
 
 
+@pytest.fixture
+def read_only_mounts(tmp_path) -> None:
+    """Skip where this user cannot make a read-only bind mount in a mount namespace of its own."""
+    mount = ["unshare", "-m", "sh", "-c", READ_ONLY, str(tmp_path), "true"]
+    if shutil.which("unshare") is None or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("no read-only bind mount here")
+
+
+def info_and_explain_answer(cache: Path, index: Path) -> None:
+    """``tessera cache info`` and ``explain`` read the read-only ``cache`` (before: exit 1, internal error:
+    OperationalError: unable to open database file)."""
+    info = tessera(cache, "cache", "info", "--cache-dir", str(cache), "--json", read_only=True)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["units"] == 2
+    explain = tessera(cache, "cache", "explain", "bm25", "--index", str(index), "--cache-dir", str(cache), "--json",
+                      read_only=True)
+    assert explain.returncode == 0, explain.stderr
+    assert [s["last_run"] for s in json.loads(explain.stdout)["steps"]] == [{"units": 2, "hits": 0}], explain.stdout
+
+
 def said(done: subprocess.CompletedProcess) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("tessera:")]
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["a-run-left-its-wal", "database-closed"])
-def test_a_read_only_cache_serves_its_hits_and_stores_nothing(bm25_index, cache, closed):
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
-                                                         capture_output=True).returncode != 0:
-        pytest.skip("no read-only bind mount here")
+def test_a_read_only_cache_serves_its_hits_and_stores_nothing(bm25_index, read_only_mounts, cache, closed):
     if closed:
         close_cleanly(cache)
     before = files_of(cache)
@@ -101,19 +118,11 @@ def test_a_read_only_cache_serves_its_hits_and_stores_nothing(bm25_index, cache,
     assert files_of(cache) == before
 
 
-def test_info_and_explain_read_a_read_only_cache_and_prune_is_refused_in_one_line(bm25_index, cache):
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
-                                                         capture_output=True).returncode != 0:
-        pytest.skip("no read-only bind mount here")
+def test_info_and_explain_read_a_read_only_cache_and_prune_is_refused_in_one_line(bm25_index, read_only_mounts,
+                                                                                 cache):
     close_cleanly(cache)  # SQLite cannot make the -shm file it opens such a database with: "unable to open"
     before = files_of(cache)
-    info = tessera(cache, "cache", "info", "--cache-dir", str(cache), "--json", read_only=True)
-    assert info.returncode == 0, info.stderr  # was 1: internal error: OperationalError: unable to open database file
-    assert json.loads(info.stdout)["units"] == 2
-    explain = tessera(cache, "cache", "explain", "bm25", "--index", str(bm25_index), "--cache-dir", str(cache),
-                      "--json", read_only=True)
-    assert explain.returncode == 0, explain.stderr
-    assert [s["last_run"] for s in json.loads(explain.stdout)["steps"]] == [{"units": 2, "hits": 0}], explain.stdout
+    info_and_explain_answer(cache, bm25_index)
     prune = tessera(cache, "cache", "prune", "--older-than", "0", "--cache-dir", str(cache), read_only=True)
     assert prune.returncode == 2
     assert prune.stderr.strip().splitlines() == [
@@ -122,13 +131,10 @@ def test_info_and_explain_read_a_read_only_cache_and_prune_is_refused_in_one_lin
     assert files_of(cache) == before
 
 
-def test_a_read_only_cache_whose_wal_lost_its_shm_is_read_whole(bm25_index, cache):
+def test_a_read_only_cache_whose_wal_lost_its_shm_is_read_whole(bm25_index, read_only_mounts, cache):
     """A -wal file holding the entries and no -shm file (a backup or CI cache that left it out; no process has the
     database open): SQLite's read-only mode cannot open it there and immutable would not read the log. Before, the run
     said a second line and computed every step, and info and explain stopped with an internal error."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
-                                                         capture_output=True).returncode != 0:
-        pytest.skip("no read-only bind mount here")
     (cache / "index.sqlite-shm").unlink()  # what the run stored is in the -wal file alone
     assert (cache / "index.sqlite-wal").stat().st_size > 0
     before = files_of(cache)
@@ -138,13 +144,7 @@ def test_a_read_only_cache_whose_wal_lost_its_shm_is_read_whole(bm25_index, cach
     assert said(done) == [
         f"tessera: warning: the step cache {cache} cannot be written (a read-only file system): the run reads what is "
         "stored there and stores nothing new; pass --cache-dir DIR for a folder this user can write, or --no-cache"]
-    info = tessera(cache, "cache", "info", "--cache-dir", str(cache), "--json", read_only=True)
-    assert info.returncode == 0, info.stderr  # was 1: internal error: OperationalError: unable to open database file
-    assert json.loads(info.stdout)["units"] == 2
-    explain = tessera(cache, "cache", "explain", "bm25", "--index", str(bm25_index), "--cache-dir", str(cache),
-                      "--json", read_only=True)
-    assert explain.returncode == 0, explain.stderr
-    assert [s["last_run"] for s in json.loads(explain.stdout)["steps"]] == [{"units": 2, "hits": 0}], explain.stdout
+    info_and_explain_answer(cache, bm25_index)
     assert files_of(cache) == before and not (cache / "index.sqlite-shm").exists()
 
 
