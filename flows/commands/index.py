@@ -336,8 +336,14 @@ def _open_to_update(args: argparse.Namespace):
 def _cmd_delete(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
+    from operators.store.doc_id_forms import AmbiguousDocIdError, stored_doc_id
+
     index = _open(args.path)
     live = set(index.columns(["doc_id"])[1].column("doc_id").cast(pa.string()).to_pylist())
+    try:  # an NFC id typed finds the NFD one a macOS file name gave
+        args.doc_ids = [stored_doc_id(doc_id, live.__contains__) for doc_id in args.doc_ids]
+    except AmbiguousDocIdError as err:
+        raise CliError(err.message, field="--doc-id") from None
     if unknown := [doc_id for doc_id in dict.fromkeys(args.doc_ids) if doc_id not in live]:  # a typo among them
         from operators.store.errors import passage_hint
 

@@ -15,6 +15,17 @@ from operators.errors import one_line
 from serve.http.errors import ApiError
 
 
+def _stored_form(doc_id: str, stored: Any) -> str:
+    """The id as the index stores it, in whichever Unicode form (``operators.store.doc_id_forms``); a 409 naming
+    ``id`` when it stores two forms and ``doc_id`` is neither."""
+    from operators.store.doc_id_forms import AmbiguousDocIdError, stored_doc_id
+
+    try:
+        return stored_doc_id(doc_id, stored)
+    except AmbiguousDocIdError as err:
+        raise ApiError(409, f"id: {err.message}", param="id", code="ambiguous_id") from None
+
+
 def document(index: Any, name: str, doc_id: str) -> dict[str, Any]:
     """Document ``doc_id`` of ``index`` (None: an index whose first ingestion has not committed): its title, its
     metadata (its first passage's, as the listing gives it) and its passages in order; a 404 naming ``id`` when no
@@ -27,7 +38,9 @@ def document(index: Any, name: str, doc_id: str) -> dict[str, Any]:
     rows, metadata = [], []
     if index is not None:
         metadata = [c for c in index.column_names() if c not in PASSAGE_COLUMNS and not c.startswith("_")]
-        rows = index.passages_of(doc_id, ["docno", "title", "text", "chunk_index", *metadata])
+        columns, read = ["docno", "title", "text", "chunk_index", *metadata], {}
+        doc_id = _stored_form(doc_id, lambda form: bool(read.setdefault(form, index.passages_of(form, columns))))
+        rows = read[doc_id]
     if not rows:
         raise ApiError(404, f"index '{name}' has no document with the id '{one_line(doc_id, 60)}'", param="id",
                        code="document_not_found")

@@ -72,6 +72,17 @@ def live_doc_ids(index: Any) -> set[str]:
     return set(live.column("doc_id").cast("string").to_pylist())
 
 
+def stored_forms(ids: list[str], present: set[str]) -> dict[str, str]:
+    """Each id given (once) and the id ``present`` holds for it in whichever Unicode form
+    (``operators.store.doc_id_forms``); a 409 naming ``ids`` for one held in two forms, neither the one given."""
+    from operators.store.doc_id_forms import AmbiguousDocIdError, stored_doc_id
+
+    try:
+        return {i: stored_doc_id(i, present.__contains__) for i in dict.fromkeys(ids)}
+    except AmbiguousDocIdError as err:
+        raise ApiError(409, f"ids: {err.message}", param="ids", code="ambiguous_id") from None
+
+
 def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_files: bool) -> None:
     """What an upload is refused for by the index it adds to, before anything is written or queued: ids already in
     it (409, unless ``replace``: ``refuse_present_ids``), then a metadata value whose type the index's column does

@@ -36,7 +36,7 @@ from operators.errors import one_line
 from serve.http.errors import ApiError, index_refusal
 from serve.indices.index_owner import (DEFAULT_READ_ONLY, NOT_MADE_HERE, adding_refused, check_named, default_names,
                                index_holding, read_owner, readable, unshared, write_owner)
-from serve.indices.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index
+from serve.indices.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, stored_forms
 from serve.indices.index_uploads import CHANGED_TRIES, Uploads  # noqa: F401 (re-exported)
 from serve.tasks.ingest_task import move_folder_aside
 from serve.runs.served_models import placed_ingest_spec
@@ -185,9 +185,10 @@ class Indices(Uploads):
         with deleted_meanwhile(path, name):
             index = open_index(path)  # None: its first ingestion has not committed, so no documents (as GET says)
             present = live_doc_ids(index) if index is not None else set()
-            asked = [i for i in dict.fromkeys(ids) if i in present]
+            stored = stored_forms(ids, present)  # an NFC id finds the NFD one a macOS file name gave
+            asked = list(dict.fromkeys(s for s in stored.values() if s in present))
             lost = index.delete_documents(asked) if asked else {}
-        found = [i for i in dict.fromkeys(ids) if lost.get(i)]
+        found = [i for i in stored if lost.get(stored[i])]
         return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in found],
                 "chunks": sum(lost.values())}
 
