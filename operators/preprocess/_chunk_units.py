@@ -2,16 +2,17 @@
 
 A unit is a *token* (a run of word characters, or one other non-space character:
 Python's ``\\w+|[^\\w\\s]`` with combining marks counted as word characters, so
-``naïve``, ``नमस्ते`` and ``東京`` are one token and ``(``, ``,``, ``😀`` are tokens of
-their own), a *word* (a run of non-whitespace, like ``str.split()``, but each Chinese or Japanese character a word
-of its own, with the punctuation after it: such text has no spaces, so a paragraph was one word), or a
+``naïve`` and ``नमस्ते`` are one token and ``(``, ``,``, ``😀`` are tokens of their own), a *word* (a run of
+non-whitespace, like ``str.split()``), or a
 *sentence* (Punkt, from the ``punkt`` package, whose models ship in the wheel; Chinese and
 Japanese ones cut at their ``。！？`` by ``_cjk_sentences``).
 
 Tokens and words are found without a Python loop over characters: the UTF-8 bytes
 of a whole batch are decoded to code points with numpy, each code point gets a class
 (space, word, other) from a lookup table built once, and unit boundaries are where
-the class changes. Sentences go through Punkt one text at a time.
+the class changes. Each Chinese or Japanese character is a token and a word of its own (``unspaced_starts``, one
+rule for both): such text has no spaces, so a paragraph was one word and a line one token. Sentences go through
+Punkt one text at a time.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 from operators.preprocess import _cjk_sentences
 from operators.unicode import whole_characters
 
-SPACE, WORD, OTHER, CONTINUATION, CJK = 0, 1, 2, 3, 4
+SPACE, WORD, OTHER, CONTINUATION, CJK, MARK = 0, 1, 2, 3, 4, 5
 #: Texts are processed in blocks of about this many UTF-8 bytes, to bound memory.
 BLOCK_BYTES = 1 << 20
 
@@ -60,8 +61,11 @@ def unspaced_characters() -> frozenset[str]:
 
 
 def _code_point_class(ch: str) -> int:
-    """``char_class``, with ``CJK`` for the ``unspaced_characters`` (a word character to ``unit: tokens``)."""
-    return CJK if ch in unspaced_characters() else char_class(ch)
+    """``char_class``, with ``CJK`` for the ``unspaced_characters`` and ``MARK`` for a combining mark (a word
+    character, but one that stays with a ``CJK`` character before it: a kanji's variation selector)."""
+    if ch in unspaced_characters():
+        return CJK
+    return MARK if unicodedata.category(ch).startswith("M") else char_class(ch)
 
 
 @functools.cache
@@ -108,17 +112,30 @@ def _classes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return cls, char_start
 
 
-def _last_but_punctuation(cls: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The class of the last code point before each byte that is not punctuation (``OTHER``), in its text (SPACE
-    at a text's start): ``京（Beijing`` starts a word at ``B``, as ``京Beijing`` does."""
+def _last_but(cls: np.ndarray, offsets: np.ndarray, skip: int) -> np.ndarray:
+    """The class of the last code point before each byte that is not of class ``skip``, in its text (SPACE at a
+    text's start)."""
     n = len(cls)
     known = cls.copy()
     first = offsets[:-1][offsets[:-1] < n]
-    known[first] = np.where(cls[first] == OTHER, SPACE, cls[first])  # what comes before a text does not count
-    last = np.maximum.accumulate(np.where(known != OTHER, np.arange(n), -1))
+    known[first] = np.where(cls[first] == skip, SPACE, cls[first])  # what comes before a text does not count
+    last = np.maximum.accumulate(np.where(known != skip, np.arange(n), -1))
     out = np.full(n, SPACE, np.uint8)
     out[1:] = np.where(last[:-1] >= 0, known[np.maximum(last[:-1], 0)], SPACE)
     return out
+
+
+def unspaced_starts(cls: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Where a token or a word starts because Chinese or Japanese has no spaces (and ``cls``'s ``MARK`` made
+    ``WORD``, or ``CJK`` after one): at each such character, with the combining marks after it, and at a word
+    character after one and the punctuation after it (``京（Beijing`` starts one at ``B``, as ``京Beijing`` does)."""
+    mark = cls == MARK
+    if mark.any():
+        cls[mark] = np.where(_last_but(cls, offsets, MARK)[mark] == CJK, CJK, WORD)
+    cjk = cls == CJK
+    if not cjk.any():
+        return np.zeros(len(cls), bool)
+    return (cjk & ~mark) | ((cls == WORD) & (_last_but(cls, offsets, OTHER) == CJK))
 
 
 def string_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -145,19 +162,16 @@ def unit_bytes(data: np.ndarray, offsets: np.ndarray, unit: str) -> tuple[np.nda
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros(len(offsets) - 1, np.int64)
     cls, char_start = _classes(data)
-    if unit == "tokens":  # a run of Chinese is one token, as a word of letters is
-        cls[cls == CJK] = WORD
+    unspaced = unspaced_starts(cls, offsets)  # the same for tokens and words: each Chinese character is one
     before = np.empty_like(cls)  # class of the code point before each byte's
     before[0] = SPACE
     before[1:] = cls[:-1]
     prev = before.copy()
     prev[offsets[:-1][offsets[:-1] < n]] = SPACE  # a text's first character follows nothing
     if unit == "tokens":
-        starts = (cls == OTHER) | ((cls == WORD) & (prev != WORD))
-    else:  # words: and each Chinese or Japanese character, and the letters after one and its punctuation
-        starts = (cls == CJK) | ((cls != SPACE) & (prev == SPACE))
-        if (cls == CJK).any():
-            starts |= (cls == WORD) & (_last_but_punctuation(cls, offsets) == CJK)
+        starts = (cls == OTHER) | ((cls == WORD) & (prev != WORD)) | unspaced
+    else:
+        starts = ((cls != SPACE) & (prev == SPACE)) | unspaced
     if char_start is not None:
         starts &= char_start
     # A unit ends where a boundary (a unit start, a space, a text's end) follows a non-space.

@@ -30,8 +30,9 @@ class Chunker(Operator):
     chunk is the original text from its first unit to its last (spacing kept).
     Tokens are regex tokens: runs of word characters (combining marks count as word
     characters: "Гражда́нская" is one), or one punctuation/symbol character
-    (``_chunk_units.char_class``); with ``tokenizer`` they are that model's word pieces,
-    so a chunk fits an encoder that reads ``size`` of them (``_model_windows``: whole
+    (``_chunk_units.char_class``), and each Chinese or Japanese character a token of its own, as for words (a line
+    of them was one token, so a chunk of 256 tokens held 256 clauses); with ``tokenizer`` they are that model's word
+    pieces, so a chunk fits an encoder that reads ``size`` of them (``_model_windows``: whole
     words, about ``overlap`` shared). Words are runs of non-whitespace, each Chinese or Japanese character a word of
     its own (with the punctuation after it; Korean is spaced): their text has no spaces, so a paragraph was one
     word; sentences come
@@ -53,8 +54,9 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
-    version = "3"  # 2: Chinese and Japanese text cut at 。！？ (one sentence before; a piece chunk ended mid-word)
+    version = "4"  # 2: Chinese and Japanese text cut at 。！？ (one sentence before; a piece chunk ended mid-word)
     # 3: unit words counts a Chinese or Japanese character as a word (a paragraph was one word)
+    # 4: and unit tokens as a token (a run between punctuation was one), a kanji's variation selector kept with it
     scope = "row"
 
     class Params(BaseModel):

@@ -21,13 +21,24 @@ TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 def units_of(text: str, unit: str) -> list[str]:
-    if unit == "tokens":
-        return TOKEN.findall(text)
+    if unit == "tokens":  # and each Chinese or Japanese character a token of its own
+        return [u for token in TOKEN.findall(text) for u in _unspaced_tokens(token)]
     if unit == "words":  # spaced words; a Chinese or Japanese character, with the punctuation after it, a word too
         return [u for word in text.split() for u in _unspaced_words(word)]
     import punkt
 
     return punkt.PunktSentenceTokenizer(punkt.load_model("english")).tokenize(text)
+
+
+def _unspaced_tokens(token: str) -> list[str]:
+    cjk, units, after_cjk = unspaced_characters(), [], False
+    for ch in token:
+        if not units or ch in cjk or after_cjk:
+            units.append(ch)
+        else:
+            units[-1] += ch
+        after_cjk = ch in cjk
+    return units
 
 
 def _unspaced_words(word: str) -> list[str]:
@@ -149,7 +160,7 @@ def test_tokens_keep_spacing_and_treat_marks_as_word_characters():
     text = "Café  naïve—(नमस्ते दुनिया) 東京\n😀!"
     out = chunk([text], unit="tokens", size=3, overlap=1)
     assert out.column("text").to_pylist() == [
-        "Café  naïve—", "—(नमस्ते", "नमस्ते दुनिया)", ") 東京\n😀", "😀!",
+        "Café  naïve—", "—(नमस्ते", "नमस्ते दुनिया)", ") 東京", "京\n😀!",  # (each Chinese character a token)
     ]
 
 
