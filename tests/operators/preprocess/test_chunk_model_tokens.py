@@ -78,7 +78,7 @@ def test_chunks_begin_and_end_at_words_and_share_the_overlap():
 
 
 def test_a_text_without_spaces_is_cut_between_pieces():
-    """A line of Chinese is one regex token (a regex-token chunk of 256 was all of it); in pieces it is cut."""
+    """A line of Chinese is cut in pieces, as in regex tokens (each CJK character one, since preprocess.chunk v4)."""
     text = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(300))  # 300 distinct-ish CJK characters
     assert len(pieces(text)) > 200
     chunks = chunk([text], size=64, overlap=8).column("text").to_pylist()
@@ -86,7 +86,7 @@ def test_a_text_without_spaces_is_cut_between_pieces():
     assert_fits_and_covers(text, chunks, 64)
     regex_chunks = create("preprocess.chunk", {"size": 64, "overlap": 8})(
         pa.table({"docno": ["d0"], "text": [text]})).column("text").to_pylist()
-    assert regex_chunks == [text]  # what the regex-token count made of it: one chunk, far past 64 pieces
+    assert len(regex_chunks) >= 4 and max(map(len, regex_chunks)) <= 64  # was one chunk, far past 64 tokens
 
 
 @settings(max_examples=60, deadline=None)
