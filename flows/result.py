@@ -168,6 +168,9 @@ class FlowResult:
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     executor: str = "local"
     seconds: float = 0.0
+    #: Why the run stored nothing in the step cache it read (``StepCache.read_only()``: a read-only file system, a
+    #: full disk), or None: the summary's hit ratio alone read as a cache that also stored this run's misses.
+    cache_read_only: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         """``history``, ``steps`` and ``metadata`` as ``StepTables``, ``StepRecords`` and ``QueryMetadata`` whatever
@@ -216,6 +219,16 @@ class FlowResult:
         uncached = [name for name, step in self.steps.items() if not step.cached]
         return f" ({', '.join(uncached[:3])}{' ...' if len(uncached) > 3 else ''} not cached)" if uncached else ""
 
+    @property
+    def nothing_stored(self) -> str:
+        """``, nothing stored (read-only)`` beside the hit ratio where the step cache could not be written (its
+        reason: ``cache_read_only``); "" where it could."""
+        if not self.cache_read_only:
+            return ""
+        # the folder's two reasons (``flows.cache_database.unwritable``); any other is the disk's refusal
+        here = self.cache_read_only in ("a read-only file system", "this user may not write there")
+        return f", nothing stored ({'read-only' if here else 'the disk refused a write'})"
+
     def description(self, queries: int | None = None) -> str:
         """One line for people: documents, queries, time, cache hit ratio. ``queries``: how many were asked, where
         the caller knows (the table has rows only for those with results)."""
@@ -226,7 +239,8 @@ class FlowResult:
         ratio = self.cache_hit_ratio
         parts = [counted(t.num_rows, "row"), f"{counted(asked, 'query', 'queries')}{without}" if asked else None,
                  f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor} executor)",
-                 f"cache hit ratio {ratio:.0%}{self.uncached_steps}" if ratio is not None else "cache off"]
+                 f"cache hit ratio {ratio:.0%}{self.uncached_steps}{self.nothing_stored}" if ratio is not None
+                 else "cache off"]
         return ", ".join(p for p in parts if p)
 
     def __repr__(self) -> str:
@@ -249,6 +263,8 @@ class FlowResult:
             "steps": {k: _step_dict(v) for k, v in self.steps.items()},
             "timings": self.timings.summary(),
             "seconds": self.seconds,
+            "cache_hit_ratio": self.cache_hit_ratio,
+            "cache_read_only": self.cache_read_only,
             **({"rows": self.table.to_pylist()} if rows else {}),
         }
 

@@ -278,6 +278,7 @@ class RunState:
         self.result.roles = {c: role for c, role in self.result.roles.items() if c in present}
         self.result.seconds = time.perf_counter() - self.started
         self.result.timings.add("flow", self.result.seconds)
+        self.result.cache_read_only = self.cache.read_only() if self.cache is not None else None
         self.emit(None, finished=True)
         return self.result
 

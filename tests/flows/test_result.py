@@ -74,7 +74,7 @@ def test_an_attribute_a_result_lacks_says_where_it_is():
     result = FlowResult("rag", pa.table({"qid": ["7"]}), metadata={"7": {"answer": "Bees.", "references": []}})
     said = {"answer": "a FlowResult has no 'answer'; answer is per-query metadata: result.metadata['7']['answer']",
             "to_pandas": "a FlowResult has no 'to_pandas'; the rows are a pyarrow Table: result.table.to_pandas",
-            "tabel": "a FlowResult has no 'tabel'; did you mean 'table'? (it has: cache_hit_ratio, description, "}
+            "tabel": "a FlowResult has no 'tabel'; did you mean 'table'? (it has: cache_hit_ratio, cache_read_only, "}
     for name, message in said.items():
         with pytest.raises(AttributeError) as err:
             getattr(result, name)

@@ -96,6 +96,13 @@ def info_and_explain_answer(cache: Path, index: Path) -> None:
     assert [s["last_run"] for s in json.loads(explain.stdout)["steps"]] == [{"units": 2, "hits": 0}], explain.stdout
 
 
+def says_nothing_stored(result: dict, why: str, short: str) -> None:
+    """The run's summary line and its JSON say that nothing was stored (before: ``cache hit ratio 50%`` alone, as a
+    cache that stored the misses), and why."""
+    assert result["cache_read_only"] == why and result["cache_hit_ratio"] == 0.5
+    assert result["description"].endswith(f", cache hit ratio 50%, nothing stored ({short})"), result["description"]
+
+
 def said(done: subprocess.CompletedProcess) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("tessera:")]
 
@@ -109,6 +116,7 @@ def test_a_read_only_cache_serves_its_hits_and_stores_nothing(bm25_index, read_o
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["steps"]["bm25"]["hits"], result["steps"]["bm25"]["units"]) == (2, 4)  # was 0 of 0: cache off
+    says_nothing_stored(result, "a read-only file system", "read-only")
     assert said(done) == [
         f"tessera: warning: the step cache {cache} cannot be written (a read-only file system): the run reads what is "
         "stored there and stores nothing new; pass --cache-dir DIR for a folder this user can write, or --no-cache"]
@@ -155,6 +163,8 @@ def test_a_cache_on_a_full_disk_serves_its_hits_and_stores_nothing(bm25_index, c
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["steps"]["bm25"]["hits"], result["steps"]["bm25"]["units"]) == (2, 4)  # was 0 of 4
+    says_nothing_stored(result, result["cache_read_only"], "the disk refused a write")
+    assert result["cache_read_only"].startswith("the disk refused a write: "), result["cache_read_only"]
     assert len(said(done)) == 1 and said(done)[0].startswith(
         f"tessera: warning: the step cache {cache} cannot be written (the disk refused a write: "), done.stderr
     assert said(done)[0].endswith("the run reads what is stored there and stores nothing new; free space there, or "
@@ -164,6 +174,8 @@ def test_a_cache_on_a_full_disk_serves_its_hits_and_stores_nothing(bm25_index, c
     assert again.returncode == 0 and not said(again), again.stderr
     assert json.loads(again.stdout)["rows"] == result["rows"] and result["rows"]
     assert json.loads(again.stdout)["steps"]["bm25"]["hits"] == 2
+    assert json.loads(again.stdout)["cache_read_only"] is None
+    assert json.loads(again.stdout)["description"].endswith(", cache hit ratio 50%"), again.stdout
     assert json.loads(search(bm25_index, cache, STORED + NEW).stdout)["steps"]["bm25"]["hits"] == 4
 
 
@@ -175,7 +187,8 @@ flow = Flow.load("bm25", index=sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
 for n in range(2):
     result = flow.run(json.loads(sys.argv[3]), cache=sys.argv[2])
-    print(json.dumps([result.steps["bm25"].hits, result.steps["bm25"].units]), flush=True)
+    print(json.dumps([result.steps["bm25"].hits, result.steps["bm25"].units, result.description().split(", ")[-2:],
+                      result.cache_read_only.split(":")[0]]), flush=True)
 """
 
 
@@ -188,7 +201,8 @@ def test_each_run_of_a_process_serves_the_hits_and_says_it_once(bm25_index, cach
     done = subprocess.run([sys.executable, "-c", TWO_RUNS, str(bm25_index), str(cache), queries], capture_output=True,
                           text=True, timeout=300, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert [json.loads(line) for line in done.stdout.splitlines()] == [[2, 4], [2, 4]]
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [
+        [2, 4, ["cache hit ratio 50%", "nothing stored (the disk refused a write)"], "the disk refused a write"]] * 2
     assert done.stderr.count(f"the step cache {cache} cannot be written (") == 2, done.stderr
 
 
