@@ -221,13 +221,13 @@ class FlowResult:
 
     @property
     def nothing_stored(self) -> str:
-        """``, nothing stored (read-only)`` beside the hit ratio where the step cache could not be written (its
-        reason: ``cache_read_only``); "" where it could."""
+        """Why the run stored nothing in the step cache, in a few words for a summary (``cache_read_only`` in full):
+        ``read-only`` or ``the disk refused a write``; "" where it could store."""
         if not self.cache_read_only:
             return ""
         # the folder's two reasons (``flows.cache_database.unwritable``); any other is the disk's refusal
         here = self.cache_read_only in ("a read-only file system", "this user may not write there")
-        return f", nothing stored ({'read-only' if here else 'the disk refused a write'})"
+        return "read-only" if here else "the disk refused a write"
 
     def description(self, queries: int | None = None) -> str:
         """One line for people: documents, queries, time, cache hit ratio. ``queries``: how many were asked, where
@@ -236,10 +236,10 @@ class FlowResult:
         answered = len(set(t.column("qid").to_pylist())) if "qid" in t.column_names else 0
         asked = max(queries or 0, answered)
         without = f" ({asked - answered} with no results)" if queries is not None and asked > answered else ""
-        ratio = self.cache_hit_ratio
+        ratio, unstored = self.cache_hit_ratio, self.nothing_stored and f", nothing stored ({self.nothing_stored})"
         parts = [counted(t.num_rows, "row"), f"{counted(asked, 'query', 'queries')}{without}" if asked else None,
                  f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor} executor)",
-                 f"cache hit ratio {ratio:.0%}{self.uncached_steps}{self.nothing_stored}" if ratio is not None
+                 f"cache hit ratio {ratio:.0%}{self.uncached_steps}{unstored}" if ratio is not None
                  else "cache off"]
         return ", ".join(p for p in parts if p)
 

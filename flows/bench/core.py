@@ -241,7 +241,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
                     result.metadata.items() if isinstance(meta, dict) and isinstance(meta.get("degraded"), dict)}
         with writing_out(cache.root.parent, f"the run of flow '{flow.name}'"):
             stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded,
-                                result.uncached_steps)
+                                result.uncached_steps, result.nothing_stored)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{stored.from_step_cache}, {table.num_rows} "
                                           f"results -> {options.shown(stored.path)}")
     with writing_out(cache.root.parent, f"the TREC run of flow '{flow.name}'"):

@@ -102,6 +102,7 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
                          "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
                          "step_cache_hits": None if fr.run.step_cache_hits is None
                          else round(fr.run.step_cache_hits, 4),
+                         "step_cache_nothing_stored": fr.run.nothing_stored or None,
                          "queries_short_of_max_k": fr.short_queries, "degraded_queries": len(fr.run.degraded),
                          "index": None if fr.index is None else {"path": str(fr.index.path), "key": fr.index.key,
                                                                  "dense": fr.index.dense, "built": fr.index_built},

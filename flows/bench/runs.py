@@ -56,15 +56,20 @@ class StoredRun:
     degraded: dict[str, str] = field(default_factory=dict)
     #: `` (answer not cached)``: the steps that ran without the step cache (``FlowResult.uncached_steps``).
     uncached: str = ""
+    #: ``read-only``: why the run stored nothing in the step cache (``FlowResult.nothing_stored``), "" where it could.
+    nothing_stored: str = ""
 
     @property
     def from_step_cache(self) -> str:
         """`` (87% from the step cache)`` beside the run's seconds, naming the steps that ran all the same (the
-        share counts only the cached ones), or "" when it read nothing from it."""
-        if not self.step_cache_hits:
-            return ""
-        also = f"; {self.uncached.strip(' ()')}" if self.uncached else ""
-        return f" ({self.step_cache_hits:.0%} from the step cache{also})"
+        share counts only the cached ones), and ``nothing stored (read-only)`` where the step cache could not be
+        written; "" when it read nothing from it and could store."""
+        said = [f"{self.step_cache_hits:.0%} from the step cache"] if self.step_cache_hits else []
+        if said and self.uncached:
+            said.append(self.uncached.strip(" ()"))
+        if self.nothing_stored:
+            said.append(f"nothing stored in the step cache ({self.nothing_stored})")
+        return f" ({'; '.join(said)})" if said else ""
 
     @property
     def trec_path(self) -> Path:
@@ -109,11 +114,12 @@ class RunCache:
                          float(meta.get("tessera.bench.seconds", 0.0)), cached=True,
                          answers=json.loads(meta.get("tessera.bench.answers", "{}")),
                          step_cache_hits=float(hits) if hits else None,
-                         uncached=meta.get("tessera.bench.uncached", ""))
+                         uncached=meta.get("tessera.bench.uncached", ""),
+                         nothing_stored=meta.get("tessera.bench.nothing_stored", ""))
 
     def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any],
              answers: dict[str, str] | None = None, step_cache_hits: float | None = None,
-             degraded: dict[str, str] | None = None, uncached: str = "") -> StoredRun:
+             degraded: dict[str, str] | None = None, uncached: str = "", nothing_stored: str = "") -> StoredRun:
         path = self.path(flow, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
@@ -125,6 +131,8 @@ class RunCache:
             meta["tessera.bench.step_cache_hits"] = f"{step_cache_hits:.6f}"
         if uncached:
             meta["tessera.bench.uncached"] = uncached
+        if nothing_stored:
+            meta["tessera.bench.nothing_stored"] = nothing_stored
         if degraded:
             meta["tessera.bench.degraded"] = json.dumps(degraded, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -136,7 +144,8 @@ class RunCache:
             tmp.unlink(missing_ok=True)
             raise
         stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}),
-                           step_cache_hits=step_cache_hits, degraded=dict(degraded or {}), uncached=uncached)
+                           step_cache_hits=step_cache_hits, degraded=dict(degraded or {}), uncached=uncached,
+                           nothing_stored=nothing_stored)
         stored.write_trec()
         return stored
 
