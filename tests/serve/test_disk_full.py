@@ -20,6 +20,15 @@ pytestmark = [pytest.mark.process, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
 
+
+def run_script(script: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run ``script`` in a Python child of its own (its file size limit is its own), offline; the child and what its
+    last line printed (JSON)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    return done, json.loads(done.stdout.strip().splitlines()[-1])
+
 #: The start of each script: a home with an (empty) index ``news``, named before Tessera is imported.
 HOME = """
 import json, os, resource, sys
@@ -65,10 +74,7 @@ service.close()
 
 
 def test_writes_the_disk_refuses_are_507s_and_lose_nothing(tmp_path):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    done, out = run_script(SCRIPT, str(tmp_path))
     for name, answer in out["said"].items():
         error = answer["body"]["error"]
         assert (answer["status"], error["code"], error["type"]) == (507, "insufficient_storage", "server_error"), \
@@ -85,48 +91,9 @@ def test_writes_the_disk_refuses_are_507s_and_lose_nothing(tmp_path):
     assert not list((home / "uploads").rglob("*.jsonl")) and not (home / "indices" / "up").exists()
 
 
-RESULT_SCRIPT = """
-import json, os, resource, sys
-from pathlib import Path
-
-root, corpus = Path(sys.argv[1]), sys.argv[2]
-os.environ["TESSERA_HOME"] = str(root / "home")
-from flows.api import ingest
-from serve.tasks.taskrunner import run_to_end
-from serve.tasks.taskstore import TaskStore
-
-index = str(root / "idx")
-ingest(corpus, index, settings={"dense": False}, executor="local", progress=False)
-
-store = TaskStore(f"sqlite:///{root / 'tasks.db'}")
-spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": index, "k": 1000}}}}
-words = ["history", "music", "war", "science", "art", "city", "river", "people", "world", "king", "water", "language"]
-queries = [{"qid": str(i), "query": word} for i, word in enumerate(words)]
-task = store.create_task("local", "mine", spec, queries, ["bm25"])
-grown = max(os.path.getsize(p) for p in root.glob("tasks.db*"))
-# room for the task's progress and its failure (a few pages each), not for a result of thousands of passages
-resource.setrlimit(resource.RLIMIT_FSIZE, (grown + 64 * 1024, resource.RLIM_INFINITY))
-ended = run_to_end(store, task, 100000)
-row = store.task(task, None)
-print(json.dumps({"ended": ended, "status": row["status"], "error": row["error"], "log": row["log"][-1]}))
-"""
-
-
-def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
-    """A task whose result the task store's disk will not take fails with one line saying so (its worker goes on to
-    the next task); before, its error was SQLAlchemy's ``OperationalError: (sqlite3.OperationalError) database or disk
-    is full (Background on this error at: https://sqlalche.me/e/...)``, or ``disk I/O error``."""
-    done = subprocess.run([sys.executable, "-c", RESULT_SCRIPT, str(tmp_path), str(SAMPLE)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    said = ("the result could not be stored: the task store could not be written (the server's disk is full, or at a "
-            "quota or file size limit); run the task again once the service's operator has freed space")
-    assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
-
-
-PROGRESS_SCRIPT = """
+#: The start of the task scripts: the sample indexed for BM25, a task store and a task of ``K`` hits a query for the
+#: queries ``WORDS``, and the store's largest file's size then (``grown``).
+TASK = """
 import json, os, resource, signal, sys
 from pathlib import Path
 
@@ -139,9 +106,36 @@ from serve.tasks.taskstore import TaskStore
 index = str(root / "idx")
 ingest(corpus, index, settings={"dense": False}, executor="local", progress=False)
 store = TaskStore(f"sqlite:///{root / 'tasks.db'}")
-spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": index, "k": 3}}}}
-task = store.create_task("local", "mine", spec, [{"qid": "1", "query": "music"}], ["bm25"])
+spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": index, "k": K}}}}
+task = store.create_task("local", "mine", spec, [{"qid": str(i), "query": w} for i, w in enumerate(WORDS)], ["bm25"])
 grown = max(os.path.getsize(p) for p in root.glob("tasks.db*"))
+"""
+
+RESULT_SCRIPT = """
+K = 1000
+WORDS = ["history", "music", "war", "science", "art", "city", "river", "people", "world", "king", "water", "language"]
+""" + TASK + """
+# room for the task's progress and its failure (a few pages each), not for a result of thousands of passages
+resource.setrlimit(resource.RLIMIT_FSIZE, (grown + 64 * 1024, resource.RLIM_INFINITY))
+ended = run_to_end(store, task, 100000)
+row = store.task(task, None)
+print(json.dumps({"ended": ended, "status": row["status"], "error": row["error"], "log": row["log"][-1]}))
+"""
+
+
+def test_a_result_the_disk_refuses_fails_its_task_saying_so(tmp_path):
+    """A task whose result the task store's disk will not take fails with one line saying so (its worker goes on to
+    the next task); before, its error was SQLAlchemy's ``OperationalError: (sqlite3.OperationalError) database or disk
+    is full (Background on this error at: https://sqlalche.me/e/...)``, or ``disk I/O error``."""
+    _, out = run_script(RESULT_SCRIPT, str(tmp_path), str(SAMPLE))
+    said = ("the result could not be stored: the task store could not be written (the server's disk is full, or at a "
+            "quota or file size limit); run the task again once the service's operator has freed space")
+    assert out == {"ended": True, "status": "failed", "error": said, "log": f"failed: {said}"}, out
+
+
+PROGRESS_SCRIPT = """
+K, WORDS = 3, ["music"]
+""" + TASK + """
 refused = []
 
 def space_freed(*_):  # the disk refused a write (SIGXFSZ), then its operator freed space: later writes succeed
@@ -163,11 +157,7 @@ def test_a_progress_write_the_disk_refuses_fails_its_task_saying_so(tmp_path):
     (sqlite3.OperationalError) disk I/O error [SQL: UPDATE tasks SET ...] [parameters: ...] (Background on this
     error at: ...)``; now with one line saying the disk refused. The disk takes writes again (the refusal's
     SIGXFSZ lifts the file size limit), so the failure itself is stored."""
-    done = subprocess.run([sys.executable, "-c", PROGRESS_SCRIPT, str(tmp_path), str(SAMPLE)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    _, out = run_script(PROGRESS_SCRIPT, str(tmp_path), str(SAMPLE))
     said = ("the task stopped: the task store could not be written (the server's disk is full, or at a quota or file "
             "size limit); run the task again once the service's operator has freed space")
     assert out == {"refused": True, "status": "failed", "error": said, "log": ["running on Ray", f"failed: {said}"]}, \
@@ -209,11 +199,7 @@ def test_a_chat_turn_the_disk_refuses_ends_a_streamed_answer_with_a_507_event(tm
     """The model answered, and the turn could not be kept: a streamed answer ends with the 507 as its last event
     (before, the stream was cut without one: the escaped OperationalError closed the connection mid-answer), an
     answer asked without ``stream`` is the 507; the chat keeps its earlier turn only."""
-    done = subprocess.run([sys.executable, "-c", CHAT_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    _, out = run_script(CHAT_SCRIPT, str(tmp_path))
     status, text = out["streamed"]
     events = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
     assert status == 200 and events, text  # the headers went before the answer was written
@@ -264,11 +250,7 @@ def test_a_key_revocation_the_disk_refuses_is_a_507_and_the_key_stays_as_it_was(
     """An admin's ``POST /v1/admin/keys/{id}/revoke`` on a full disk: a 507 saying the task store could not be
     written (it was a 500), the key still let in, as the store says; once the disk takes writes, the same request
     revokes it."""
-    done = subprocess.run([sys.executable, "-c", REVOKE_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    _, out = run_script(REVOKE_SCRIPT, str(tmp_path))
     status, body = out["refused"]
     assert (status, body["error"]["code"]) == (507, "insufficient_storage"), body
     assert body["error"]["message"].startswith("POST /v1/admin/keys/alice/revoke: the task store could not be written")
@@ -314,11 +296,7 @@ def test_an_index_delete_the_disk_refuses_leaves_the_index_whole(tmp_path):
     the 507 said nothing changed, yet the index listed no document (its folder hidden as ``.deleted-notes-*``), and
     the folder stayed on the full disk for good, also after the delete that succeeded later. Now the folder is put
     back: the index reads as before, and the later delete removes it."""
-    done = subprocess.run([sys.executable, "-c", DELETE_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    _, out = run_script(DELETE_SCRIPT, str(tmp_path))
     assert out["refused"][0] == 507 and out["refused"][1]["error"]["code"] == "insufficient_storage", out["refused"]
     assert out["folders"] == ["notes"], out["folders"]
     assert [d["id"] for d in out["documents"]["documents"]] == ["bees"], out["documents"]
