@@ -47,14 +47,15 @@ def small_config(tmp_path) -> Path:
     return write
 
 
-def tessera_serve(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    """``tessera serve ARGS --address local`` in its own process group; one that starts Serve instead of refusing
-    is stopped (its whole group, by its id) and fails the test."""
+def tessera_serve(*args: str, tmp_path: Path, preexec_fn=None, **env: str) -> subprocess.CompletedProcess:
+    """``tessera serve ARGS --address local`` in its own process group (``preexec_fn`` run in the child first, e.g. a
+    file size limit); one that starts Serve instead of refusing is stopped (its whole group, by its id) and fails the
+    test."""
     environ = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS", "TESSERA_MODELS")}
     environ.update({"TESSERA_HOME": str(tmp_path / "home"), **env})
     process = subprocess.Popen([sys.executable, "-m", "flows", "serve", *args, "--address", "local"], cwd=tmp_path,
                                env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=preexec_fn)
     try:
         out, err = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:

@@ -5,15 +5,15 @@ refused a write and to free space. A real SQLite store made beforehand, a real `
 
 from __future__ import annotations
 
-import os
 import resource
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.flows.test_serve_start_checks import tessera_serve
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")]
 
@@ -42,18 +42,9 @@ def test_the_start_check_says_the_disk_refused_the_task_store(tmp_path):
               "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
                                 "args": {"models": [], "service": {"default_index": None, "task_store": url}}}]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS", "TESSERA_MODELS")}
-    process = subprocess.Popen([sys.executable, "-m", "flows", "serve", "--config", str(tmp_path / "config.yaml"),
-                                "--address", "local"], cwd=REPO, env={**env, "TESSERA_HOME": str(tmp_path / "home")},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=_no_file_may_grow)
-    try:
-        _, err = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail("tessera serve started instead of refusing")
-    assert process.returncode == 2, err
+    done = tessera_serve("--config", str(tmp_path / "config.yaml"), tmp_path=tmp_path, preexec_fn=_no_file_may_grow)
+    err = done.stderr
+    assert done.returncode == 2, err
     assert err.strip().splitlines() == [
         f"tessera: error: field 'args.service.task_store': the task store {tmp_path / 'tasks.db'} {REFUSED}, then run "
         "the command again"], err
