@@ -299,6 +299,18 @@ def _pdf_literal(text: str) -> str:
     return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
 
 
+def bm25_sample_index(path: Path, count: int) -> Path:
+    """A BM25-only index at ``path`` of the first ``count`` sample documents, one shard, one chunk each (each
+    document's ``docno`` its ``doc_id``)."""
+    from operators.store import Index, IndexSettings
+    from operators.testing import sample_documents
+
+    index = Index.create(path, IndexSettings(dense=False))
+    docs = sample_documents(count)
+    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    return path
+
+
 def write_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
     """A PDF with a text layer: each page's text in Helvetica, a line per 90 characters; ``title`` in its
     metadata. Written by hand (PDF 1.4: catalog, pages, font, page and content objects, info, xref), since

@@ -8,17 +8,9 @@ from __future__ import annotations
 import shutil
 
 from operators.testing import sample_documents
+from tests.conftest import bm25_sample_index
 
 QUERIES = ["classical music", "volcanic islands", "honey bees"]
-
-
-def make_index(path):
-    from operators.store import Index, IndexSettings
-
-    index = Index.create(path, IndexSettings(dense=False))
-    docs = sample_documents(60)
-    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
-    return path
 
 
 def run(index, cache):
@@ -29,7 +21,7 @@ def run(index, cache):
 
 def test_a_home_moved_and_its_index_renamed_keeps_its_cached_searches(tmp_path, monkeypatch):
     old, new = tmp_path / "old-home", tmp_path / "elsewhere" / "home"
-    make_index(old / "indices" / "papers")
+    bm25_sample_index(old / "indices" / "papers", 60)
     monkeypatch.setenv("TESSERA_HOME", str(old))
     first = run("papers", True)
     assert first.cache_hit_ratio == 0.0
@@ -47,7 +39,7 @@ def test_a_copy_that_changed_or_another_index_misses(tmp_path):
     from operators.store import Index
 
     cache = tmp_path / "cache"
-    original = make_index(tmp_path / "one")
+    original = bm25_sample_index(tmp_path / "one", 60)
     run(original, cache)
     copy = tmp_path / "two"
     shutil.copytree(original, copy)
@@ -55,5 +47,5 @@ def test_a_copy_that_changed_or_another_index_misses(tmp_path):
     Index.open(copy).delete(doc_ids=[sample_documents(60).column("docno")[0].as_py()])
     assert run(copy, cache).cache_hit_ratio == 0.0  # a commit since: another generation
     assert run(original, cache).cache_hit_ratio == 1.0
-    other = make_index(tmp_path / "three")  # the same documents, written again: other shards
+    other = bm25_sample_index(tmp_path / "three", 60)  # the same documents, written again: other shards
     assert run(other, cache).cache_hit_ratio == 0.0

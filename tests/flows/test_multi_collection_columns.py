@@ -12,19 +12,14 @@ from flows.executors.local import LocalExecutor
 from flows.spec import FlowSpec
 from operators.errors import SpecError
 from operators.testing import sample_documents
+from tests.conftest import bm25_sample_index
 
 QUERIES = pa.table({"qid": ["1"], "query": ["music film album"]})
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from operators.store import Index, IndexSettings
-
-    path = tmp_path_factory.mktemp("multi_columns") / "index"
-    made = Index.create(path, IndexSettings(dense=False))
-    docs = sample_documents(30)
-    made.commit([made.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
-    return path
+    return bm25_sample_index(tmp_path_factory.mktemp("multi_columns") / "index", 30)
 
 
 def multi(path, *post: dict, **second) -> FlowSpec:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import bm25_sample_index
+
 REPO = Path(__file__).resolve().parents[2]
 READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
 
@@ -41,13 +43,8 @@ def files_of(home: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture
 def home(tmp_path) -> Path:
     """A home with an index (``docs``, BM25 only) whose step cache one run has filled."""
-    from operators.store import Index, IndexSettings
-    from operators.testing import sample_documents
-
     home = tmp_path / "home"
-    index = Index.create(home / "indices" / "docs", IndexSettings(dense=False))
-    docs = sample_documents(50)
-    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    bm25_sample_index(home / "indices" / "docs", 50)
     probe = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(home), "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"no read-only bind mount here: {probe.stderr.decode(errors='replace').strip()}")

@@ -12,6 +12,7 @@ from flows.executors.local import LocalExecutor
 from flows.spec import FlowSpec
 from operators.errors import ParamsError, SpecError
 from operators.testing import sample_documents
+from tests.conftest import bm25_sample_index
 
 HYBRID = {
     "bm25": {"op": "retrieve.bm25", "params": {"k": 20}},
@@ -27,13 +28,7 @@ def build(steps: dict, **spec) -> object:
 
 @pytest.fixture(scope="module")
 def bm25_index(tmp_path_factory):
-    from operators.store import Index, IndexSettings
-
-    path = tmp_path_factory.mktemp("spec_checks") / "index"
-    index = Index.create(path, IndexSettings(dense=False))
-    docs = sample_documents(50)
-    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
-    return path
+    return bm25_sample_index(tmp_path_factory.mktemp("spec_checks") / "index", 50)
 
 
 # -- fusion branches -------------------------------------------------------------------------

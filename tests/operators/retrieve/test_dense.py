@@ -11,6 +11,7 @@ from operators.errors import OperatorError
 from operators.registry import create
 from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents
 from operators.testing import sample_queries as queries
+from tests.conftest import bm25_sample_index
 
 COUNTRIES = ["FR", "DE", "JP", "US", "BR"]
 N_DOCS = 80  # the first 80 sample docs (Bee is the 80th), texts cut to 400 characters: quick to embed
@@ -83,11 +84,7 @@ def test_pre_filter_returns_k_rare_matches_and_post_only_matches(dense_index):
 
 
 def test_a_bm25_only_index_is_refused_with_a_hint(tmp_path):
-    from operators.store import Index, IndexSettings
-
-    docs = sample_documents(5)
-    index = Index.create(tmp_path / "sparse", IndexSettings(dense=False))
-    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    bm25_sample_index(tmp_path / "sparse", 5)
     with pytest.raises(OperatorError) as err:
         create("retrieve.dense", {"index": str(tmp_path / "sparse")}, step_id="d")(queries(1))
     assert err.value.field == "params.index" and "retrieve.bm25" in err.value.message
