@@ -130,17 +130,15 @@ def holds_cjk(path: Path, fields: list[str]) -> bool:
     """Whether the BM25 text of the index at ``path`` (its shards' ``fields``) has a Chinese, Japanese or Korean
     word character, which 'cjk_bigrams' cuts otherwise than 'unicode' does; text without one is cut alike."""
     import pyarrow.parquet as pq
-    import regex
 
-    from operators.store.cjk import cjk_class
+    from operators.store.cjk import has_cjk
 
-    found = regex.compile(f"[{cjk_class()}]").search
     for docs in sorted(Path(path).glob("shards/*/docs.parquet")):
         names = set(pq.read_schema(docs).names)
         table = pq.read_table(docs, columns=[field for field in fields if field in names])
         for column in table.columns:
             for chunk in column.chunks:
-                if found("\n".join(text for text in chunk.to_pylist() if isinstance(text, str))):
+                if has_cjk("\n".join(text for text in chunk.to_pylist() if isinstance(text, str))):
                     return True
     return False
 

@@ -46,13 +46,10 @@ class BM25Retriever(IndexRetriever):
         """Say why a Chinese, Japanese or Korean query found nothing in an index made before 'cjk_bigrams': it
         keeps its tokens rule, under which such a run is one word, so a word inside a run is not found ('烤鸭' in
         '北京烤鸭是…'), nor one in a document added to it since. Without it the index read as lacking the subject."""
-        import regex
-
-        from operators.store.cjk import cjk_class
+        from operators.store.cjk import has_cjk
 
         tokens = self.index.settings.tokens
-        cjk = regex.compile(f"[{cjk_class()}]").search
-        if tokens == "cjk_bigrams" or not (written := [text for text in unfound if cjk(text)]):
+        if tokens == "cjk_bigrams" or not (written := [text for text in unfound if has_cjk(text)]):
             return
         more = len(written) - 1
         others = f" (and {more} more {'query' if more == 1 else 'queries'})" if more else ""

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from operators.pieces import Pieces
-from operators.store.cjk import cjk_class, cjk_pattern, paired
+from operators.store.cjk import cjk_pattern, has_cjk, paired
 from operators.store.settings import IndexSettings
 from operators.unicode import code_point_class, composed, folded, holds, visible
 
@@ -79,7 +79,6 @@ class QueryTokenizer:
         self._bigrams = tokens == "cjk_bigrams"
         plain, marked = (cjk_pattern(), cjk_pattern(code_point_class("M"))) if self._bigrams else \
             (TOKEN_PATTERN, marked_pattern())
-        self._cjk = re.compile(f"[{cjk_class()}]").search if self._bigrams else None
         self._plain = re.compile(plain).findall
         self._plain_pieces = re.compile(plain + "| ").findall  # tokens, and the spaces between pieces
         if self._unicode:
@@ -124,7 +123,7 @@ class QueryTokenizer:
             found = self._marked_pieces(text) if pieces else self._marked(text)
         else:
             found = self._plain_pieces(text) if pieces else self._plain(text)
-        return paired(found) if self._bigrams and not text.isascii() and self._cjk(text) else found
+        return paired(found) if self._bigrams and has_cjk(text) else found
 
     def _stem_words(self):
         if self._stemmer_language is None:

@@ -7,6 +7,7 @@ found by its pairs; a run of one character is a word of its own."""
 from __future__ import annotations
 
 import functools
+import re
 
 from operators.unicode import character_class
 
@@ -28,6 +29,16 @@ def cjk_characters() -> frozenset[str]:
 def cjk_class() -> str:
     """``cjk_characters`` as the body of a regex character class."""
     return character_class(cjk_characters())
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a ``cjk_characters`` one (which "cjk_bigrams" cuts otherwise than "unicode" does)."""
+    return not text.isascii() and _cjk_search()(text) is not None
+
+
+@functools.cache
+def _cjk_search():
+    return re.compile(f"[{cjk_class()}]").search
 
 
 @functools.cache
