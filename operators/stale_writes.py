@@ -103,8 +103,13 @@ def _unchanged_and_gone(temporary: Path, pid: int | None, grace_s: float) -> str
         return None
     if pid is not None and running(pid):
         return None
-    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(changed))
-    return f"unchanged since {since}" + (f"; its writer (pid {pid}) is gone" if pid is not None else "")
+    return f"unchanged since {utc_minute(changed)}" + (f"; its writer (pid {pid}) is gone" if pid is not None else "")
+
+
+def utc_minute(seconds: float) -> str:
+    """``2026-12-07 13:45 UTC``: a file's time as ``tessera cache`` and ``tessera keys`` say theirs. The machine's own
+    zone, unnamed, read an hour or 13:45 apart from one machine (or a DST change) to the next."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
 def remove_abandoned_in(folder: Path, prefix: str) -> list[str]:

@@ -23,12 +23,11 @@ import json
 import os
 import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from flows.train.checkpoints import read_record
-from operators.stale_writes import abandoned, last_change
+from operators.stale_writes import abandoned, last_change, utc_minute
 
 KEPT_ASIDE = re.compile(r"(?P<name>.+)-previous-(?P<key>[0-9a-f]{12}|unkeyed)(?:-\d+)?")
 ONNX_EXPORT = re.compile(r"(?P<model>.+)-onnx-(?P<weights>[0-9a-f]{16})(?:-(?P<recipe>[0-9a-f]{8}))?")
@@ -105,7 +104,7 @@ def _interrupted(entry: Path) -> list[Prunable]:
         after = f"after epoch {int(meta['epoch'])}" + (f" of stage {stage + 1}" if stage else "")
     except (OSError, ValueError, KeyError, TypeError):
         after = "no epoch finished"
-    changed = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_change(entry) or 0))
+    changed = utc_minute(last_change(entry) or 0)
     why = (f"the state a tessera train of {match['name']} saved ({after}, {changed}) to resume from when run "
            "again; removed, that run starts over")
     return [Prunable(entry, INTERRUPTED, why, _size(entry))]

@@ -154,3 +154,25 @@ def test_an_interrupted_trainings_resume_state_is_listed_unless_that_model_is_tr
     assert resume.is_dir()  # listing removes nothing
     assert sorted(items(tessera, home, "--yes")) == sorted(found)
     assert sorted(p.name for p in models.iterdir()) == []
+
+
+def test_the_times_it_names_are_utc_and_say_so_whatever_the_machines_zone(tessera, tmp_path, monkeypatch):  # noqa: F811
+    """Under TZ=Pacific/Chatham (UTC+12:45 that day) the listing said ``2026-04-05 14:15`` for a state saved at
+    01:30 UTC, with no zone; a machine in another zone (or this one before the DST change) said another hour."""
+    home = tmp_path / "home"
+    resume = _interrupted_state(home / "models", "my-bi", epoch=3)
+    unfinished = home / "models" / f".my-ce.tmp-{dead_pid()}"
+    unfinished.mkdir()
+    saved = 1775352600.0  # 2026-04-05 01:30 UTC, hours after Chatham's summer time (+13:45) ended
+    for path in [resume, *resume.iterdir(), unfinished]:
+        os.utime(path, (saved, saved))
+    with monkeypatch.context() as patch:
+        patch.setenv("TZ", "Pacific/Chatham")
+        time.tzset()
+        try:
+            found = items(tessera, home)
+        finally:
+            patch.undo()
+            time.tzset()
+    assert "(after epoch 3, 2026-04-05 01:30 UTC)" in found[resume.name]["why"]
+    assert "unchanged since 2026-04-05 01:30 UTC" in found[unfinished.name]["why"]
