@@ -80,9 +80,11 @@ function taskAction(taskId, status) {
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
 
-/** A stored time (seconds since the epoch) in the browser's locale. */
+/** A stored time (seconds since the epoch) in the browser's locale and zone, naming the zone ("GMT+13:45"): without
+ * it, a time read by a user in another zone (a shared screen, a pasted report) was hours off with nothing to say so. */
 function when(seconds) {
-  return typeof seconds === "number" ? new Date(seconds * 1000).toLocaleString() : String(seconds || "");
+  return typeof seconds === "number"
+    ? new Date(seconds * 1000).toLocaleString(undefined, {timeZoneName: "short"}) : String(seconds || "");
 }
 
 /** Cancels an unfinished task (GET /task/cancel/{id}) once confirmed, as a delete is: its work stops for good. */

@@ -4,8 +4,10 @@ its steps done of its steps."""
 
 from __future__ import annotations
 
+import datetime
 import secrets
 import time
+import zoneinfo
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
@@ -138,3 +140,25 @@ def test_deleting_a_task_by_keyboard_leaves_the_focus_on_the_next_rows_delete(br
     finally:
         for task_id in made:
             ui_app.api("DELETE", f"/task/{task_id}")
+
+
+def test_a_tasks_created_time_is_shown_in_the_browsers_zone_and_names_it(browser, ui_app):
+    """In a browser in Chatham (UTC+13:45 in summer, +12:45 in winter) the list said ``12/8/2026, 1:09:27 PM``: the
+    local time, but nothing to tell a reader elsewhere (a shared screen, a pasted report) which zone it was in."""
+    store = TaskStore(ui_app.store_url)
+    task_id = store.create_task("ui", "bm25", {}, [{"qid": "1", "query": "q"}], ["bm25"])
+    store.finish(task_id, "failed", error="made by the test")
+    created = store.task(task_id, "ui")["created"]
+    there = datetime.datetime.fromtimestamp(created, zoneinfo.ZoneInfo("Pacific/Chatham"))
+    hours, minutes = divmod(int(there.utcoffset().total_seconds()) // 60, 60)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Pacific/Chatham"})
+    try:
+        open_page(browser, ui_app)
+        open_tasks(browser)
+        cell = f'//tr[@data-task="{task_id}"]/td[@data-column="created"]'
+        shown = wait(browser, lambda d: d.find_elements(By.XPATH, cell) and d.find_element(By.XPATH, cell).text)
+        assert f"{there.minute:02d}:{there.second:02d}" in shown, shown  # Chatham's time (45 minutes off UTC's)
+        assert shown.endswith(f"GMT+{hours}:{minutes:02d}"), shown  # and its zone
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+        ui_app.api("DELETE", f"/task/{task_id}")
