@@ -19,7 +19,8 @@ import pyarrow as pa
 from flows.ingestion.moved import read_alike
 from operators.atomic import write_bytes
 from operators.store.commits import live_refusal
-from operators.store.errors import CommitConflictError, CommitError
+from operators.store.errors import CommitConflictError, CommitError, IndexStoreError
+from operators.store.layout import read_manifest
 
 REFUSED_FILE = "refused.json"
 #: Fields of a refusal that ``--replace`` lifts (the document's id is live in the index).
@@ -37,7 +38,17 @@ def record(folder: Path, shard: str, error: BaseException) -> None:
     """Record that the commit of ``shard`` staged in ``folder`` was refused with ``error``."""
     field = error.field
     reason = error.detail  # what to do is said by ``advice``, in the ingestion's own terms
-    write_bytes(folder / REFUSED_FILE, json.dumps({"shard": shard, "field": field, "reason": reason}).encode())
+    found = {"shard": shard, "field": field, "reason": reason, "before": _written(folder.parent.parent)}
+    write_bytes(folder / REFUSED_FILE, json.dumps(found).encode())
+
+
+def _written(index_path: Path) -> list[str] | None:
+    """The write tokens of the index's shards now: what came in later is told by them, not by times (the record's
+    file is stamped by its file system's clock, a shard by the clock of the process that wrote it)."""
+    try:
+        return sorted(shard.token for shard in read_manifest(index_path).shards)
+    except (OSError, ValueError, IndexStoreError):
+        return None  # judged by the times, as a record of an earlier release is
 
 
 def record_or_forget(folder: Path, shard: str, error: BaseException, *, committed: bool) -> None:
@@ -53,6 +64,11 @@ def record_or_forget(folder: Path, shard: str, error: BaseException, *, committe
 
 def read(folder: Path) -> dict[str, Any] | None:
     """The refusal recorded in ``folder`` (``shard``, ``field``, ``reason``), or None."""
+    found = _recorded(folder)
+    return None if found is None else {key: value for key, value in found.items() if key != "before"}
+
+
+def _recorded(folder: Path) -> dict[str, Any] | None:
     try:
         found = json.loads((folder / REFUSED_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
@@ -64,7 +80,8 @@ def superseded(index: Any, folder: Path, pending: list[str]) -> bool:
     """Whether every document of the refused source's ``pending`` shards came into ``index`` after the refusal, by
     another source's commits (the file at another path ingested with ``--replace``, ``tessera index update``):
     nothing of it is left to add, so it is no longer an unfinished ingestion. Documents that were live before the
-    refusal (what it refused) do not count: those shards are older than the record."""
+    refusal (what it refused) do not count: those shards were in the index when it was recorded (their write tokens,
+    ``before``; a record of an earlier release, without them: those older than its file)."""
     from flows.ingestion.staged_files import staged_ids
 
     try:
@@ -72,7 +89,10 @@ def superseded(index: Any, folder: Path, pending: list[str]) -> bool:
         ids = {d for shard in pending for d in staged_ids(folder / f"{shard}.parquet")}
     except (OSError, KeyError, pa.ArrowInvalid):  # a staged file gone or unreadable: say what the record says
         return False
-    newer = {s.id for s in index.manifest.shards if s.created_at > since and not s.id.startswith(folder.name + "-")}
+    before = (_recorded(folder) or {}).get("before")
+    known = set(before) if isinstance(before, list) else None
+    newer = {s.id for s in index.manifest.shards if not s.id.startswith(folder.name + "-")
+             and (s.token not in known if known is not None else s.created_at > since)}
     return bool(ids) and bool(newer) and ids <= index.live_doc_ids(lambda shard_id: shard_id in newer)
 
 

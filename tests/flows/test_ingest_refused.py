@@ -6,6 +6,8 @@ resumes. BM25 only, tiny JSONL files, in-process."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,26 @@ def test_a_refusal_whose_documents_came_in_since_by_another_path_is_no_longer_re
     warnings, found = _search(capsys, index, "ants")
     assert warnings == [] and sorted(found) == ["d3", "d4", "d5"]  # d4 as the file has it
     assert len(Index.open(index)) == 6
+
+
+def test_a_refusal_superseded_is_known_so_whatever_the_clocks_of_the_machines_that_wrote_it(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """The same as above, with the refusal's file stamped two hours ahead of the ingesting process's clock (a file
+    server's clock, or another node's, ahead of this one): the shards that came in after it were judged by their
+    times against the file's, all older, and `index info` still named the refusal as an unfinished ingestion."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    first = [{"id": f"d{i}", "text": f"document {i} about bees"} for i in range(3)]
+    assert _ingest(_write(tmp_path / "a.jsonl", first), index) == 0
+    assert main(["index", "add", str(index), str(_write(tmp_path / "added.jsonl", [{"id": "d4", "text": "wasps"}]))]) \
+        == 0
+    grown = _write(tmp_path / "b.jsonl", first + [{"id": f"d{i}", "text": f"document {i} about ants"}
+                                                  for i in range(3, 6)])
+    assert _ingest(grown, index) == 2  # the shard of d4 is refused
+    [refusal] = _unfinished(capsys, index)
+    assert sorted(refusal["refused"]) == ["advice", "field", "reason", "shard"]  # what it keeps for this is its own
+    [record] = [next(index.glob("_ingest/*/refused.json"))]
+    ahead = time.time() + 2 * 3600
+    os.utime(record, (ahead, ahead))
+    assert _ingest(grown, index, "--replace") == 0
+    assert _unfinished(capsys, index) == []
