@@ -349,11 +349,13 @@ function keepingInView(box, render) {
 }
 
 /** Shows ``label`` and the seconds since it began in ``node`` until the returned function is called: slow work
- * (a model writing an answer) visibly goes on, and a screen reader is told once that it began. */
+ * (a model writing an answer) visibly goes on, and a screen reader is told once that it began. The seconds are
+ * counted on ``performance.now()``, which no clock setting moves: on ``Date.now()``, a computer's clock set back an
+ * hour meanwhile (by hand, or by a time server) made it "answering… -3599 s". */
 function ticking(node, label) {
   announce(label); // once, without the seconds: a screen reader heard nothing from Send until the answer came
-  const started = Date.now();
-  const show = () => { node.textContent = `${label} ${Math.round((Date.now() - started) / 1000)} s`; };
+  const started = performance.now();
+  const show = () => { node.textContent = `${label} ${Math.round((performance.now() - started) / 1000)} s`; };
   show();
   const timer = setInterval(show, 1000);
   return () => clearInterval(timer);
