@@ -62,7 +62,7 @@ def retry(run: Run) -> Any:
 
 def retry_shard_id(key: str) -> str:
     """A new shard for the retried failures of the source ``key`` (``source_key_of`` reads the key back)."""
-    return f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    return f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"  # UTC
 
 
 def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> None:

@@ -216,7 +216,9 @@ def unfinished_first_ingest(path: Path) -> tuple[Path, str | None] | None:
 
 
 def new_shard_id(kind: str) -> str:
-    return f"{kind}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    """``add-20261207234500-1f2e3d4c``: the time in UTC. In the machine's own zone, unnamed, one index's shards
+    said times of other zones when written from other machines, and an hour that went back at a DST change."""
+    return f"{kind}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager

@@ -240,3 +240,24 @@ def test_one_text_as_the_ids_to_delete_is_refused_and_deletes_nothing(tmp_path):
             index.compact(max_chunks=bad)
         assert err.value.field == "max_chunks"
     assert index.counts()["live_chunks"] == 2
+
+
+def test_a_new_shards_id_says_its_time_in_utc_whatever_the_machines_zone(tmp_path, sample_docs, make_chunks,
+                                                                          monkeypatch):
+    """Under TZ=Pacific/Chatham (UTC+13:45 in December) ``index add`` named its shard ``add-20261208132357-...`` at
+    23:38 UTC: the local time, unnamed, 13 hours off the same index's shards written from a machine in UTC."""
+    from flows.ingestion.retry import retry_shard_id
+
+    index = Index.create(tmp_path / "idx", IndexSettings(dim=16))
+    with monkeypatch.context() as patch:
+        patch.setenv("TZ", "Pacific/Chatham")
+        time.tzset()
+        try:
+            before = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+            added, retried = index.add(make_chunks(sample_docs[:5], dim=16)).id, retry_shard_id("k1")
+            after = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        finally:
+            patch.undo()
+            time.tzset()
+    assert added.startswith("add-") and before <= added.split("-")[1] <= after, (before, added, after)
+    assert retried.startswith("retry-k1-") and before <= retried.split("-")[2] <= after, (before, retried, after)
