@@ -122,36 +122,8 @@ class CsvSource(Source):
         p = self.params
         mapper = DocumentMapper(p, op=self)
         return CsvFormat(p.delimiter, p.quote_char, tuple(dict.fromkeys((*mapper.id_fields, p.text_field,
-                                                                        p.title_field))), p.encoding)
+                                                                        p.title_field))), p.encoding,
+                         p.text_field)
 
     def _documents(self, rows: pa.Table, path: str, carry: tuple[str, ...] = ()) -> pa.Table:
-        try:
-            return DocumentMapper(self.params, op=self).from_table(rows, where=path, carry=carry)
-        except SourceError as err:
-            columns = [name for name in rows.column_names if name not in carry]
-            delimiter = _other_delimiter(columns, self.params)
-            if delimiter is None:
-                raise
-            raise SourceError(
-                f"{path}: the header row is one column, '{_shown(columns[0])}': its fields are separated "
-                f"by '{_shown(delimiter)}', not '{_shown(self.params.delimiter)}'; read it with that delimiter (a "
-                f'spec\'s read step {{op: sources.csv, params: {{path: ..., delimiter: "{_shown(delimiter)}"}}}}, '
-                "given as --spec; --source may still name the files)", op=self.name, step=self.step_id,
-                field="params.delimiter") from err
-
-
-def _shown(text: str) -> str:
-    """``text`` with its tabs written ``\\t``, as in a YAML string in double quotes."""
-    return text.replace("\t", "\\t")
-
-
-#: Delimiters other than the one given that a header row of one column may turn out to be separated by.
-_DELIMITERS = (";", "\t", "|", ",")
-
-
-def _other_delimiter(columns: list[str], params: CsvSource.Params) -> str | None:
-    """The delimiter a header read as one column is separated by, when splitting it by that names the text field
-    (an Excel export with ``;``, a TSV named ``.csv``); else None."""
-    if len(columns) != 1:
-        return None
-    return next((d for d in _DELIMITERS if d != params.delimiter and params.text_field in columns[0].split(d)), None)
+        return DocumentMapper(self.params, op=self).from_table(rows, where=path, carry=carry)

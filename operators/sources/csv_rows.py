@@ -75,6 +75,7 @@ class CsvFormat:
     quote_char: str | None = '"'  # None: no quoting, a quote is text
     text_columns: tuple[str, ...] = ()
     encoding: str | None = None  # None: UTF-8, or a guess for a file that is not (``encoding.FileDecoder``)
+    text_field: str | None = None  # the text column: a header of one column that names it split otherwise is refused
 
 
 @dataclass
@@ -188,6 +189,9 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
                         yield BadRow(path, None, rec.raw, f"its header row (line {rec.line}) names {twice}; give "
                                      "each column a name of its own")
                         return
+                    if (why := one_column_header(rec.fields, fmt)) is not None:
+                        yield BadRow(path, None, rec.raw, why)
+                        return
                     parser.header = rec
                 continue
             if rec.broken:
@@ -213,6 +217,29 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
         yield from parser.flush(path)
     except READ_ERRORS as err:  # opening the file
         yield BadRow(path, None, b"", f"cannot read the file ({type(err).__name__}: {err})")
+
+
+#: Delimiters other than the one given that a header row of one column may turn out to be separated by.
+_DELIMITERS = (";", "\t", "|", ",")
+
+
+def one_column_header(names: list[str], fmt: CsvFormat) -> str | None:
+    """Why a header row read as one column is not read on, where another delimiter splits it into fields naming the
+    text column (an Excel export with ``;``, a TSV named ``.csv``); else None. Said of the file before its rows, whose
+    text (commas in it) made each row a failure of "11 field(s) where the header has 1" without a word of why."""
+    if len(names) != 1 or fmt.text_field is None:
+        return None
+    other = next((d for d in _DELIMITERS if d != fmt.delimiter and fmt.text_field in names[0].split(d)), None)
+    if other is None:
+        return None
+    return (f"the header row is one column, '{_shown(names[0])}': its fields are separated by '{_shown(other)}', not "
+            f"'{_shown(fmt.delimiter)}'; read it with that delimiter (a spec's read step {{op: sources.csv, params: "
+            f'{{path: ..., delimiter: "{_shown(other)}"}}}}, given as --spec; --source may still name the files)')
+
+
+def _shown(text: str) -> str:
+    """``text`` with its tabs written ``\\t``, as in a YAML string in double quotes."""
+    return text.replace("\t", "\\t")
 
 
 def _repeated_column(names: list[str]) -> str | None:
