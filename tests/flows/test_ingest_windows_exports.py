@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
 
 import pytest
 
@@ -70,3 +71,29 @@ def test_a_semicolon_csv_upload_of_real_text_is_a_422_that_names_the_delimiter(s
     assert err.value.message.startswith("files: export.csv: the header row is one column, '_id;title;text': its "
                                         "fields are separated by ';', not ','; an upload reads fields separated by "
                                         "','"), err.value.message
+
+
+@pytest.fixture
+def scifact_queries(shared_data) -> list[dict]:
+    with open(shared_data / "scifact" / "queries.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line, _ in zip(f, range(5))]
+
+
+def test_a_windows_1252_queries_file_is_refused_with_the_iconv_line_that_converts_it_right(tmp_path, scifact_queries):
+    """Notepad's or Excel's 'ANSI' file: the advice was iconv -f latin1, which makes the curly quotes (0x93, 0x94)
+    C1 control characters in every query; the encoding named now converts them to the quotes."""
+    from flows.queries import read_queries
+    from operators.errors import SpecError
+
+    path = tmp_path / "queries.tsv"
+    lines = [f"{q['_id']}\t{q['text']}" for q in scifact_queries] + ["w1\tCafé “naïve” podocytes"]
+    path.write_bytes("\r\n".join(lines).encode("cp1252") + b"\r\n")
+    with pytest.raises(SpecError) as err:
+        read_queries(str(path))
+    at = path.read_bytes().index(b"\xe9")
+    assert str(err.value.message) == (
+        f"{path}:6: not UTF-8 text (byte 0xe9 at byte {at + 1} of the file); it reads as cp1252: save the queries file "
+        "as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)"), err.value.message
+    converted = subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(path)], capture_output=True, check=True)
+    (tmp_path / "utf8.tsv").write_bytes(converted.stdout)  # as it says
+    assert read_queries(str(tmp_path / "utf8.tsv")).column("query").to_pylist()[-1] == "Café “naïve” podocytes"

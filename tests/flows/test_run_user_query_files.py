@@ -19,7 +19,7 @@ from tests.flows.test_cli_scripting import one_error, spec, tessera  # noqa: F40
      "dup.tsv:5: qid 'q1' appears twice (first at "),
     ("blank.jsonl", b'{"_id": "q1", "text": "honey"}\r\n{"_id": "q2", "text": "  "}\r\n',
      "blank.jsonl:2: query 'q2' is empty"),
-    ("latin1.txt", b"honey bees\ncaf\xe9 music\n", "latin1.txt:2: not UTF-8 text (byte 0xe9)"),
+    ("latin1.txt", b"honey bees\ncaf\xe9 music\n", "latin1.txt:2: not UTF-8 text (byte 0xe9 at byte 15 of the file)"),
     ("noid.tsv", b"q1\thoney bees\n\topera singers\n", "noid.tsv:2: the qid is empty"),
     ("noid.jsonl", b'{"_id": "", "text": "honey"}\n', "noid.jsonl:1: the qid is empty"),
     ("surrogate.jsonl", b'{"_id": "q1", "text": "honey bees"}\n{"_id": "q2", "text": "opera \\ud800"}\n',
