@@ -25,11 +25,14 @@ query with qid ``1``; several literal queries (``read_query_texts``) are numbere
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -331,10 +334,11 @@ def _read_columnar(path: Path) -> Read:
     else:
         import pyarrow.csv as pacsv
 
-        names = pacsv.open_csv(path).schema.names
+        data, parse = _csv_text(path)
+        names = pacsv.open_csv(io.BytesIO(data), parse_options=parse).schema.names
         _check_names(names, path)
         # every column as its text: a qid 007 is not the number 7, nor a query 1984 a number
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+        table = pacsv.read_csv(io.BytesIO(data), parse_options=parse, convert_options=pacsv.ConvertOptions(
             column_types={name: pa.string() for name in names}))
     names = table.column_names
     qid_col = next((n for n in ID_FIELDS if n in names), None)
@@ -350,6 +354,26 @@ def _read_columnar(path: Path) -> Read:
     rows = zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
     return [("" if q is None else str(q), "" if t is None else str(t), f"{path}: row {n}")  # None: refused as empty
             for n, (q, t) in enumerate(rows, 1)], []
+
+
+def _csv_text(path: Path) -> tuple[bytes, Any]:
+    """A CSV queries file's UTF-8 bytes, its line ends newlines (Python's universal newlines: a query quoted over two
+    lines of a Windows file held its carriage return), and how to parse it: by its header's delimiter where that
+    is not a comma (Excel's CSV in much of Europe, ``qid;query``). A file not in UTF-8 (Excel's plain CSV on Windows
+    is Windows-1252) is refused as the other queries files are, naming the byte and the iconv line; pyarrow said
+    'CSV conversion error to string: invalid UTF8 data' of a column."""
+    import pyarrow.csv as pacsv
+
+    text = io.StringIO(_utf8_text(path.read_bytes(), path), newline=None).read()
+    header = text.split("\n", 1)[0]
+    try:
+        delimiter = csv.Sniffer().sniff(header, delimiters=",;\t|").delimiter
+    except csv.Error:  # one column
+        delimiter = ","
+    names = header.split(delimiter)
+    if not (set(names) & set(ID_FIELDS) and set(names) & set(TEXT_FIELDS)):
+        delimiter = ","
+    return text.encode("utf-8"), pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
 
 
 def _check_names(names: list[str], path: Path) -> None:

@@ -97,3 +97,37 @@ def test_a_windows_1252_queries_file_is_refused_with_the_iconv_line_that_convert
     converted = subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(path)], capture_output=True, check=True)
     (tmp_path / "utf8.tsv").write_bytes(converted.stdout)  # as it says
     assert read_queries(str(tmp_path / "utf8.tsv")).column("query").to_pylist()[-1] == "Café “naïve” podocytes"
+
+
+def test_an_excel_csv_of_queries_is_read_by_its_delimiter_without_carriage_returns(tmp_path, scifact_queries):
+    """'CSV UTF-8' from Excel in Europe: a byte-order mark, ';' between columns, CRLF line ends and a query typed over
+    two lines of a cell. It was refused ('needs columns qid and query ..., has ['qid;query']'), and a query quoted
+    over two lines of a comma-separated file kept its carriage return."""
+    from flows.queries import read_queries
+
+    queries = [(q["_id"], q["text"]) for q in scifact_queries] + [("w1", "Podocytes are motile,\r\nand migrate")]
+    for name, delimiter in (("semicolons.csv", ";"), ("commas.csv", ",")):
+        out = io.StringIO(newline="")
+        writer = csv.writer(out, delimiter=delimiter, lineterminator="\r\n")
+        writer.writerows([("qid", "query"), *queries])
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + out.getvalue().encode("utf-8"))
+        table = read_queries(str(tmp_path / name))
+        assert list(zip(table.column("qid").to_pylist(), table.column("query").to_pylist())) == [
+            *queries[:-1], ("w1", "Podocytes are motile,\nand migrate")], name
+
+
+def test_a_windows_1252_csv_of_queries_is_refused_naming_the_byte_and_the_iconv_line(tmp_path, scifact_queries):
+    """Excel's plain 'CSV' on Windows: pyarrow's 'In CSV column #1: CSV conversion error to string: invalid UTF8
+    data' named no line, no byte and nothing to do."""
+    from flows.queries import read_queries
+    from operators.errors import SpecError
+
+    path = tmp_path / "queries.csv"
+    rows = ["qid,query"] + [f"{q['_id']},\"{q['text']}\"" for q in scifact_queries] + ["w1,“naïve” podocytes"]
+    path.write_bytes("\r\n".join(rows).encode("cp1252"))
+    with pytest.raises(SpecError) as err:
+        read_queries(str(path))
+    at = path.read_bytes().index(b"\x93") + 1
+    assert err.value.message == (
+        f"{path}:7: not UTF-8 text (byte 0x93 at byte {at} of the file); it reads "
+        "as cp1252: save the queries file as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)")
