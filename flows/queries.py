@@ -24,7 +24,6 @@ query with qid ``1``; several literal queries (``read_query_texts``) are numbere
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -40,7 +39,7 @@ from flows.query_limits import check_length as _check_length, max_query_chars
 from flows.results_file import write_results  # noqa: F401 - flows.queries.write_results, as documented
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
-from operators.sources.encoding import guess_encoding, wide_encoding
+from operators.sources.encoding import save_as_utf8, wide_encoding
 from operators.unicode import blank, first_broken_text
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
@@ -184,11 +183,8 @@ def _not_utf8(err: UnicodeDecodeError, where: str | Path) -> str:
     charset-normalizer guesses (as ingestion guesses one): the advice was ``iconv -f latin1``, which turns the curly
     quotes of Excel's Windows-1252 (0x93, 0x94) into C1 control characters."""
     line = err.object[:err.start].count(b"\n") + 1
-    guess = guess_encoding(err.object[:1 << 16], lines=False)
-    source = codecs.lookup(guess).name.upper() if guess else "ITS_ENCODING"
-    read_as = f"it reads as {guess}: " if guess else ""
     return (f"{where}:{line}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at byte {err.start + 1} of the "
-            f"file); {read_as}save the queries file as UTF-8 (iconv -f {source} -t UTF-8 FILE > NEW_FILE)")
+            f"file); {save_as_utf8(err.object, 'the queries file')}")
 
 
 def _checked(read: Read, where: str | Path) -> pa.Table:

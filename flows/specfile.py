@@ -181,8 +181,11 @@ def read_text(path: Path) -> str:
     on Windows writes one) is dropped, as YAML drops it: JSON would refuse the file for it."""
     try:
         return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a spec (the file is not UTF-8 text)", field="spec") from None
+    except UnicodeDecodeError as err:  # Notepad's Windows-1252: where, and how to convert it
+        from operators.sources.encoding import not_utf8_at, save_as_utf8
+
+        raise SpecError(f"{path}: not a spec (the file is not UTF-8 text: {not_utf8_at(err)}); "
+                        f"{save_as_utf8(err.object)}", field="spec") from None
     except OSError as err:
         raise SpecError(f"{path}: cannot read the spec ({err.strerror or err})", field="spec") from None
 

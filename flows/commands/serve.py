@@ -170,6 +170,11 @@ def read_config(source: Path) -> dict:
         config = yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CliError(f"no Serve config at {source}", field="config") from None
+    except UnicodeDecodeError as err:  # Notepad's Windows-1252: it was an internal error
+        from operators.sources.encoding import not_utf8_at, save_as_utf8
+
+        raise CliError(f"the Serve config {source} is not UTF-8 text ({not_utf8_at(err)}); {save_as_utf8(err.object)}",
+                       field="config") from None
     except OSError as err:
         raise CliError(f"cannot read the Serve config {source}: {err.strerror or err}", field="config") from None
     except yaml.YAMLError as err:

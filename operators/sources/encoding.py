@@ -342,3 +342,21 @@ def undecodable(err: UnicodeDecodeError, encoding: str | None) -> str:
     """Why a line is not text, for its failure: the byte, and what to do."""
     return (f"not {shown(encoding)} text (byte 0x{err.object[err.start]:02x} at byte {err.start + 1} of the line: "
             f"{err.reason}); give the file's encoding (the encoding param, tessera ingest --encoding)")
+
+
+def save_as_utf8(data: bytes, what: str = "it") -> str:
+    """What to do with a file that must be UTF-8 and is not (a queries file, a spec, the Serve config): save ``what``
+    as UTF-8, with the ``iconv`` line from the encoding charset-normalizer guesses (Notepad's and Excel's Windows-1252
+    on Windows; UTF-16 for Notepad's 'Unicode'). An advice of Latin-1 turned Windows' curly quotes into C1 control
+    characters."""
+    guess = guess_encoding(data[:GUESS_BYTES], lines=False)
+    if guess is None:  # no text encoding reads it (binary bytes): no iconv line to give
+        return f"save {what} as UTF-8 text"
+    return (f"it reads as {guess}: save {what} as UTF-8 (iconv -f {codecs.lookup(guess).name.upper()} -t UTF-8 FILE "
+            "> NEW_FILE)")
+
+
+def not_utf8_at(err: UnicodeDecodeError) -> str:
+    """``byte 0xe9 at byte 6, line 2``: where a file's first byte that is not UTF-8 is, to find it in an editor."""
+    line = err.object[:err.start].count(b"\n") + 1
+    return f"byte 0x{err.object[err.start]:02x} at byte {err.start + 1}, line {line}"

@@ -302,8 +302,9 @@ def test_flows_show_of_a_json_spec_prints_only_json_on_stdout(home, tmp_path, te
     for name in ("broken.yaml", "broken.json"):  # not UTF-8: one line naming it, as tessera run says it
         (tmp_path / name).write_bytes(b"\xff\x8a\x00 random bytes")
         status, stdout, err = tessera("flows", "show", str(tmp_path / name), home=home)
-        assert (status, stdout) == (2, "") and err.strip() == (f"tessera: error: field 'NAME': {tmp_path / name}: "
-                                                               "not a spec (the file is not UTF-8 text)"), err
+        assert (status, stdout) == (2, "") and err.strip() == (
+            f"tessera: error: field 'NAME': {tmp_path / name}: not a spec (the file is not UTF-8 text: byte 0xff "
+            "at byte 1, line 1); save it as UTF-8 text"), err
 
 
 def test_flows_show_json_prints_a_spec_only_once_it_validates(home, tmp_path, tessera):

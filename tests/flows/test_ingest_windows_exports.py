@@ -131,3 +131,33 @@ def test_a_windows_1252_csv_of_queries_is_refused_naming_the_byte_and_the_iconv_
     assert err.value.message == (
         f"{path}:7: not UTF-8 text (byte 0x93 at byte {at} of the file); it reads "
         "as cp1252: save the queries file as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)")
+
+
+def test_a_serve_config_and_a_spec_saved_by_notepad_in_windows_1252_are_refused_with_where_and_how(tmp_path):
+    """A comment with 'café' typed in Notepad (its 'ANSI' is Windows-1252), with CRLF line ends: the Serve config was
+    'internal error: UnicodeDecodeError' (exit 1), a spec 'not a spec (the file is not UTF-8 text)' with no byte or
+    advice. The file converted as they say is read."""
+    from flows.commands._support import CliError
+    from flows.commands.serve import PACKAGED_CONFIG, read_config
+    from flows.specfile import load_yaml, read_text
+    from operators.errors import SpecError
+
+    config = tmp_path / "serve.yaml"
+    packaged = PACKAGED_CONFIG.read_text(encoding="utf-8").replace("\n", "\r\n")
+    config.write_bytes(("# Café “prod” settings\r\n" + packaged).encode("cp1252"))
+    with pytest.raises(CliError) as err:
+        read_config(config)
+    assert (err.value.field, err.value.message) == ("config", (
+        f"the Serve config {config} is not UTF-8 text (byte 0xe9 at byte 6, line 1); it reads as cp1252: save it as "
+        "UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)"))
+    spec = tmp_path / "flow.yaml"
+    spec.write_bytes("name: café\r\nsteps:\r\n  bm25: {op: retrieve.bm25}\r\n".encode("cp1252"))
+    with pytest.raises(SpecError) as err:
+        read_text(spec)
+    assert err.value.message == (f"{spec}: not a spec (the file is not UTF-8 text: byte 0xe9 at byte 10, line 1); it "
+                                 "reads as cp1252: save it as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)")
+    for path in (config, spec):
+        path.write_bytes(subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(path)], capture_output=True,
+                                        check=True).stdout)
+    assert read_config(config) == read_config(PACKAGED_CONFIG)
+    assert load_yaml(read_text(spec))["name"] == "café"

@@ -43,7 +43,7 @@ def test_an_output_that_cannot_be_written_is_refused_naming_the_option_before_mi
 
 @pytest.mark.parametrize("text, problem", [
     (b"name: x\nsteps: {}\ntraining: {split: train, split: dev}\n", "the key 'split' is given twice in one mapping"),
-    (b"name: caf\xe9\nsteps: {}\n", "not a spec (the file is not UTF-8 text)"),
+    (b"name: caf\xe9\nsteps: {}\n", "not a spec (the file is not UTF-8 text: byte 0xe9 at byte 10, line 1)"),
 ])
 def test_a_recipe_whose_text_is_bad_is_an_error_of_spec_naming_the_file(tmp_path, text, problem):
     """A key given twice was said as the option of that name (``field '--split'``); a file that is not UTF-8 text was
