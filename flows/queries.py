@@ -39,6 +39,7 @@ from flows.query_limits import check_length as _check_length, max_query_chars
 from flows.results_file import write_results  # noqa: F401 - flows.queries.write_results, as documented
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
+from operators.path_access import windows_path
 from operators.sources.encoding import save_as_utf8, wide_encoding
 from operators.unicode import blank, first_broken_text
 
@@ -50,10 +51,12 @@ TEXT_FIELDS = ("query", "text")
 
 
 def looks_like_path(source: str) -> bool:
+    """Whether ``source`` names a file, not a query: a Windows path too, with spaces (``C:\\Users\\me\\My
+    Documents\\q.tsv``) or no suffix (``C:\\data\\scifact``), which was searched for as a query's text."""
     text = source.strip()
-    return bool(text) and not any(ch.isspace() for ch in text) and (
+    return bool(text) and (windows_path(text) is not None or not any(ch.isspace() for ch in text) and (
         text.lower().endswith(QUERY_SUFFIXES) or os.sep in text
-    )
+    ))
 
 
 def read_queries(source: str | Path) -> pa.Table:
@@ -127,7 +130,8 @@ def _not_a_queries_file(path: Path, source: object) -> str:
     except OSError:
         folder = False
     if not folder:
-        return f"queries file not found: {source}"
+        windows = windows_path(str(source))
+        return f"queries file not found: {source}{f', {windows}' if windows else ''}"
     inside = [f"queries{suffix}" for suffix in QUERY_SUFFIXES if (path / f"queries{suffix}").is_file()]
     hint = f"; did you mean {path / inside[0]}?" if inside else ""
     return f"{source} is a folder, not a queries file{hint}"

@@ -5,7 +5,20 @@ folder, not an internal ``PermissionError`` or a "not found"."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+#: A path as Windows writes it: a drive (``C:\\``, ``C:/``), a share (``\\\\server``), or ``.\\`` and ``..\\``.
+_WINDOWS = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|\.{1,2}\\)")
+
+
+def windows_path(text: str) -> str | None:
+    """Why ``text``, a path written as Windows writes it (``C:\\Users\\me\\q.tsv``, from a spec or a command copied
+    from a Windows machine), names nothing here, or None: on this machine it is a relative name, "not found" in the
+    working directory, or, with a space in it, a query's text."""
+    if os.name == "nt" or not _WINDOWS.match(text.strip()):
+        return None
+    return "a Windows path, which names no file on this machine: give its path here, such as /mnt/c/... for C: in WSL"
 
 
 def unreachable(path: str | Path) -> str | None:

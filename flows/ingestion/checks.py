@@ -19,6 +19,7 @@ from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_pl
 from flows.ingestion.reading import check_source
 from flows.ingestion.staging import DEFAULT_SHARD_SIZE  # noqa: F401 - this module's name too
 from operators.errors import SourceNotFoundError, short_repr
+from operators.path_access import windows_path
 
 log = logging.getLogger("tessera.ingest")
 
@@ -53,8 +54,10 @@ def _no_source(spec: str | Path | dict | None, plan: IngestPlan, err: SourceNotF
     sample = "sample " if spec == DEFAULT_SPEC else ""
     where = "" if Path(value).expanduser().is_absolute() else f", relative to the working directory {os.getcwd()}"
     missing = "matches no file" if glob.has_magic(value) else "does not exist"
-    return IngestError(f"no source= was given, so the spec{f' {name!r}' if name else ''} reads its own {sample}path "
-                       f"{value}{where}, which {missing} here; give source=FILE", field="source")
+    reads = f"no source= was given, so the spec{f' {name!r}' if name else ''} reads its own {sample}path {value}"
+    if (windows := windows_path(value)) is not None:  # not relative to here: written on another machine
+        return IngestError(f"{reads}, {windows} (in the spec), or give source=FILE", field="source")
+    return IngestError(f"{reads}{where}, which {missing} here; give source=FILE", field="source")
 
 
 @dataclass(frozen=True)

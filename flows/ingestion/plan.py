@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from flows.ingestion.errors import IngestError
 from operators.base import Source
 from operators.errors import SourceError, plain_message, short_repr
+from operators.path_access import windows_path
 from operators.sources.encoding import check_encoding
 
 log = logging.getLogger("tessera.ingest")
@@ -109,8 +110,9 @@ def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str,
         return _folder_read(source, path, quiet)
     magic = glob.has_magic(str(source))
     if not magic and "://" not in str(source) and not path.exists():
-        raise IngestError(f"cannot read source='{source}': no such file or folder (working directory "
-                          f"{os.getcwd()})", field="source")
+        windows = windows_path(str(source))
+        raise IngestError(f"cannot read source='{source}': " + (f"no such file or folder, {windows}" if windows else
+                          f"no such file or folder (working directory {os.getcwd()})"), field="source")
     known = _format(path.name)
     if known is None and magic and path.name in _ANY_NAME:
         return "sources.files", {"path": str(source)}
