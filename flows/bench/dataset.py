@@ -222,7 +222,8 @@ def _close_folder(folder: Path) -> str:
 
 def _held_instead(root: Path, stem: str) -> str:
     """What the folder holds in place of ``STEM.jsonl`` (a ``corpus.csv``, a ``queries.tsv``) and how to write the
-    JSON lines file from it (a CSV by the standard library, its ids kept as text); else what the folder holds."""
+    JSON lines file from it (a CSV by the standard library, its ids kept as text, a byte order mark dropped: Excel's
+    "CSV UTF-8" gave every line a field '\\ufeff_id' and no id); else what the folder holds."""
     names = sorted(p.name for p in root.iterdir())
     other = next((n for n in names if n.lower().startswith(stem + ".") and n.lower() != f"{stem}.jsonl"), None)
     if other is None:
@@ -230,7 +231,7 @@ def _held_instead(root: Path, stem: str) -> str:
         return f"; the folder holds {', '.join(names[:8]) or 'nothing'}{more}"
     fields = "_id, title, text" if stem == "corpus" else "_id, text"
     source, target = str(root / other), str(root / f"{stem}.jsonl")
-    rows = {".csv": ("csv", f"csv.DictReader(open({source!r}, newline='', encoding='utf-8'))"),
+    rows = {".csv": ("csv", f"csv.DictReader(open({source!r}, newline='', encoding='utf-8-sig'))"),
             ".parquet": ("pyarrow.parquet", f"pyarrow.parquet.read_table({source!r}).to_pylist()")}
     how = ""
     if (read := rows.get(Path(other).suffix.lower())) is not None:  # a CSV's first line names its fields

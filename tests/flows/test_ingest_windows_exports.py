@@ -161,3 +161,25 @@ def test_a_serve_config_and_a_spec_saved_by_notepad_in_windows_1252_are_refused_
                                         check=True).stdout)
     assert read_config(config) == read_config(PACKAGED_CONFIG)
     assert load_yaml(read_text(spec))["name"] == "café"
+
+
+def test_the_command_that_writes_corpus_jsonl_from_an_excel_csv_keeps_its_ids(tmp_path, scifact_docs):
+    """A bench folder with corpus.csv saved as Excel's 'CSV UTF-8' (a byte order mark, CRLF): the command the refusal
+    gives wrote every line with a field '\\ufeff_id', so the corpus it made was refused in turn as holding no id."""
+    import shlex
+
+    from flows.bench.dataset import load_dataset
+    from flows.bench.errors import BenchError
+
+    root = tmp_path / "mine"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.csv").write_bytes(b"\xef\xbb\xbf" + excel_csv(scifact_docs, encoding="utf-8"))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": scifact_docs[0]["title"]}) + "\n")
+    (root / "qrels" / "test.tsv").write_text(f"q1\t{scifact_docs[0]['_id']}\t1\n")
+    with pytest.raises(BenchError) as err:
+        load_dataset(root)
+    argv = shlex.split(err.value.message.split("its columns named so: ", 1)[1].removesuffix(")"))
+    exec(argv[2], {})
+    written = [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [d["_id"] for d in written] == [d["_id"] for d in scifact_docs]
+    assert load_dataset(root).documents == len(scifact_docs)
