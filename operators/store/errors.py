@@ -122,10 +122,26 @@ def settings_mismatch(path: Any, ours: dict[str, Any], theirs: dict[str, Any]) -
 
 def passage_hint(unknown: list[str], live: set[str]) -> str:
     """What to add to a refusal to delete the ids ``unknown``: where one is a passage's docno (``DOC_ID#N``, as a
-    search shows it), that delete takes its document's id, named where the index holds it."""
+    search shows it), that delete takes its document's id, named where the index holds it; where one differs from
+    an id the index holds only in case (``A.TXT`` for ``a.txt``, as Windows and macOS match file names), that id."""
     passages = [doc_id for doc_id in unknown if "#" in doc_id]
     if not passages:
-        return ""
+        return _case_hint(unknown, live)
     base = passages[0].rsplit("#", 1)[0]
     named = f": {base!r} for {passages[0]!r}" if base in live else ""
     return f" (a passage's docno is DOC_ID#N: delete takes the DOC_ID{named})"
+
+
+def _case_hint(unknown: list[str], live: set[str]) -> str:
+    """`` (ids are case-sensitive: the index holds 'a.txt' for 'A.TXT')``, for the first of ``unknown`` that a held
+    id matches but for case; else empty."""
+    folded = {doc_id.casefold() for doc_id in unknown}
+    held: dict[str, list[str]] = {}
+    for doc_id in live:
+        if doc_id.casefold() in folded:
+            held.setdefault(doc_id.casefold(), []).append(doc_id)
+    first = next((doc_id for doc_id in unknown if doc_id.casefold() in held), None)
+    if first is None:
+        return ""
+    named = ", ".join(map(repr, sorted(held[first.casefold()])[:3]))
+    return f" (ids are case-sensitive: the index holds {named} for {first!r})"
