@@ -156,9 +156,12 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
     path = Path(file)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_KeyCheckingLoader) or {}
-    except UnicodeDecodeError as err:
+    except UnicodeDecodeError as err:  # a comment typed in Notepad's Windows-1252: what to do, too
+        from operators.sources.encoding import save_as_utf8
+
         raise ModelConfigError(f"cannot read the models file {path}: it is not UTF-8 text (byte "
-                               f"0x{err.object[err.start]:02x} at offset {err.start})") from None
+                               f"0x{err.object[err.start]:02x} at offset {err.start}); {save_as_utf8(err.object)}"
+                               ) from None
     except OSError as err:
         raise ModelConfigError(f"cannot read the models file {path}: {err.strerror or err}") from None
     except yaml.YAMLError as err:

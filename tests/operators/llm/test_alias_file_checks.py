@@ -62,9 +62,11 @@ def test_a_run_with_that_alias_is_refused_before_it_starts(tmp_path, monkeypatch
 
 @pytest.mark.process
 def test_a_models_file_that_is_not_utf8_is_one_error_naming_it(tmp_path):
+    """Saved by Notepad on Windows (Windows-1252, CRLF): the error named the byte, and now what to do with the file."""
     models = tmp_path / "latin1.yaml"
-    models.write_bytes("local: tessera/caf\xe9.gguf\n".encode("latin-1"))
-    expected = f"cannot read the models file {models}: it is not UTF-8 text (byte 0xe9 at offset 18)"
+    models.write_bytes("local: tessera/caf\xe9.gguf\r\n".encode("cp1252"))
+    expected = (f"cannot read the models file {models}: it is not UTF-8 text (byte 0xe9 at offset 18); it reads as "
+                "cp1252: save it as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)")
     for args in (("models",), ("run", "answer_only", "-q", "hi")):
         done = tessera(tmp_path, models, *args)
         assert done.returncode == 2, done.stderr
