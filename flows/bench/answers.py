@@ -14,6 +14,7 @@ the flow left unanswered scores 0 on both, as does one it abstained on (``abstai
 
 from __future__ import annotations
 
+import io
 import json
 from itertools import islice
 from pathlib import Path
@@ -35,7 +36,7 @@ def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
     if not path.is_file():
         return {}
     wanted, gold, lines = set(qids), {}, {}
-    with open(path, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first question
+    with io.StringIO(_utf8_text(path)) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -53,6 +54,20 @@ def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
             if qid in wanted and texts:
                 gold[qid] = texts
     return gold
+
+
+def _utf8_text(path: Path) -> str:
+    """The questions file's text, a byte order mark dropped (it is not part of the first question); one that is not
+    UTF-8 (Notepad's Windows-1252) is a ``BenchError`` naming the byte and the iconv line: it was an internal
+    error."""
+    from operators.sources.encoding import not_utf8_at, save_as_utf8
+
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise BenchError(f"{path}: not UTF-8 text ({not_utf8_at(err)}); {save_as_utf8(data)}",
+                         field="dataset") from None
 
 
 def held_by_queries(queries: Path) -> str:

@@ -183,3 +183,31 @@ def test_the_command_that_writes_corpus_jsonl_from_an_excel_csv_keeps_its_ids(tm
     written = [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [d["_id"] for d in written] == [d["_id"] for d in scifact_docs]
     assert load_dataset(root).documents == len(scifact_docs)
+
+
+def test_a_bench_questions_file_in_windows_1252_is_refused_with_the_iconv_line(tmp_path, shared_data):
+    """HotpotQA's questions with accented answers and titles, saved by Notepad as 'ANSI' (Windows-1252, CRLF): tessera
+    bench stopped with 'internal error: UnicodeDecodeError'."""
+    from flows.bench.answers import load_gold
+    from flows.bench.errors import BenchError
+
+    rows = []
+    with open(shared_data / "hotpotqa_dev_subset" / "questions.jsonl", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            text = json.dumps(row, ensure_ascii=False)
+            if not text.isascii() and text.encode("cp1252", errors="ignore").decode("cp1252") == text:
+                rows.append(row)
+    assert len(rows) >= 3
+    path = tmp_path / "questions.jsonl"
+    path.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows).encode("cp1252"))
+    with pytest.raises(BenchError) as err:
+        load_gold(path, [r["_id"] for r in rows])
+    assert err.value.field == "dataset"
+    assert err.value.message.startswith(f"{path}: not UTF-8 text (byte 0x"), err.value.message
+    assert err.value.message.endswith("; it reads as cp1252: save it as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > "
+                                      "NEW_FILE)"), err.value.message
+    path.write_bytes(subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(path)], capture_output=True,
+                                    check=True).stdout)
+    assert load_gold(path, [r["_id"] for r in rows]) == {
+        r["_id"]: list(dict.fromkeys([r["answer"], *r["answer_aliases"]])) for r in rows}
