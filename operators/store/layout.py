@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
-from operators.path_access import unreachable
+from operators.path_access import unreachable, windows_path
 from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError, \
     UnfinishedFirstIngestError
 from operators.store.lock_wait import notice_if_waiting
@@ -72,7 +72,12 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
             # an ESC in it went to the terminal in the line that named the index
             raise IndexStoreError(f"an index name cannot hold control characters (a newline, a tab, an escape), got "
                                   f"{str(name_or_path)!r}: give a name of letters, digits, '_', '.' or '-'")
-        return tessera_home() / "indices" / str(name_or_path)
+        named = tessera_home() / "indices" / str(name_or_path)
+        if (windows := windows_path(str(name_or_path))) is not None and not named.exists():  # C:\idx was a name:
+            # tessera ingest made $TESSERA_HOME/indices/'C:\idx', and a search looked for it there
+            raise IndexStoreError(f"the index '{name_or_path}' is {windows}, or a name of letters, digits, '_', "
+                                  "'.' or '-'")
+        return named
     return expand_user(name_or_path).absolute()
 
 

@@ -39,3 +39,20 @@ def test_a_windows_path_as_the_source_or_in_a_spec_is_refused_naming_it(tmp_path
         ingest(None, tmp_path / "idx", spec=spec, settings={"dense": False}, executor="local", progress=False)
     assert err.value.message == ("no source= was given, so the spec 'mine' reads its own path "
                                  f"C:\\Users\\me\\Documents\\export.csv, {WINDOWS} (in the spec), or give source=FILE")
+
+
+def test_a_windows_path_as_the_index_is_refused_and_makes_no_folder_of_that_name(tmp_path, monkeypatch, capsys):
+    """'--index C:\\Users\\me\\idx' has no '/', so it was an index name: tessera ingest made a folder named
+    'C:\\Users\\me\\idx' in $TESSERA_HOME/indices, and tessera run looked for one there."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    (tmp_path / "notes.txt").write_text("Podocytes are motile and migrate in the presence of injury.\r\n")
+    assert main(["ingest", "--source", str(tmp_path / "notes.txt"), "--index", "C:\\Users\\me\\idx", "--no-dense",
+                 "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tessera: error: field '--index': the index 'C:\\Users\\me\\idx' is {WINDOWS}, or a name of letters, digits, "
+        "'_', '.' or '-'")
+    assert not (tmp_path / "home" / "indices").exists() or not list((tmp_path / "home" / "indices").iterdir())
+    assert main(["run", "bm25", "--index", "C:\\Users\\me\\idx", "-q", "podocytes", "--quiet"]) == 2
+    assert f"the index 'C:\\Users\\me\\idx' is {WINDOWS}" in capsys.readouterr().err
