@@ -27,8 +27,9 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
     seen: set[str] = set()
     documents = repeated = 0
     try:
-        with open(corpus, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first document
-            for number, line in enumerate(f, 1):
+        with open(corpus, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                line = _line_text(corpus, number, raw, field)
                 if not line.strip():
                     continue
                 doc = _record(corpus, number, line, field)
@@ -40,14 +41,25 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
                                      "name it", field=field)
                 repeated += key in seen
                 seen.add(key)
-    except UnicodeDecodeError as err:
-        raise TrainError(f"corpus {corpus} is not UTF-8 text ({err.reason} at byte {err.start}): corpus.jsonl holds "
-                         "one JSON object per line", field=field) from None
     except OSError as err:
         raise TrainError(f"cannot read corpus {corpus}: {err.strerror or err}", field=field) from None
     if not documents:
         raise TrainError(f"corpus {corpus} is empty: there is no document to mine examples from", field=field)
     return repeated
+
+
+def _line_text(corpus: Path, number: int, raw: bytes, field: str) -> str:
+    """A corpus line's text (a byte order mark is not part of the first document); one that is not UTF-8 (Notepad's
+    Windows-1252) is a ``TrainError`` naming its line, the byte and the iconv line. It named a byte's offset in the
+    block Python had decoded, not in the file, and nothing to do."""
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as err:
+        from operators.sources.encoding import save_as_utf8
+
+        raise TrainError(f"corpus {corpus} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x} at byte "
+                         f"{err.start + 1} of the line): corpus.jsonl holds one JSON object per line; "
+                         f"{save_as_utf8(raw)}", field=field) from None
 
 
 def _record(corpus: Path, number: int, line: str, field: str) -> dict:

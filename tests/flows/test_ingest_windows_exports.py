@@ -211,3 +211,27 @@ def test_a_bench_questions_file_in_windows_1252_is_refused_with_the_iconv_line(t
                                     check=True).stdout)
     assert load_gold(path, [r["_id"] for r in rows]) == {
         r["_id"]: list(dict.fromkeys([r["answer"], *r["answer_aliases"]])) for r in rows}
+
+
+def test_a_training_corpus_in_windows_1252_is_refused_naming_its_line_and_the_iconv_line(tmp_path, scifact_docs):
+    """SciFact's abstracts saved by Notepad as 'ANSI', one with 'Café “naïve”': the error named a byte's offset in the
+    block Python had decoded (not the file's, nor a line) and nothing to do."""
+    from flows.train.corpus import check_corpus
+    from flows.train.errors import TrainError
+
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [*scifact_docs[:5], {**scifact_docs[5], "text": "Café “naïve” — " + scifact_docs[5]["text"]}]
+    corpus.write_bytes("".join(json.dumps(d, ensure_ascii=False) + "\r\n" for d in docs)
+                       .encode("cp1252", errors="replace"))
+    with pytest.raises(TrainError) as err:
+        check_corpus(corpus)
+    lines = corpus.read_bytes().split(b"\n")
+    number = next(n for n, line in enumerate(lines, 1) if not line.isascii())  # an abstract's ’ or é: 0x92, 0xe9
+    at = next(i for i, byte in enumerate(lines[number - 1]) if byte > 127)
+    assert err.value.message == (
+        f"corpus {corpus} line {number} is not UTF-8 text (byte 0x{lines[number - 1][at]:02x} at byte {at + 1} of the "
+        "line): corpus.jsonl holds one JSON object per line; it reads as cp1252: save it as UTF-8 (iconv -f CP1252 -t "
+        "UTF-8 FILE > NEW_FILE)")
+    corpus.write_bytes(subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(corpus)], capture_output=True,
+                                      check=True).stdout)
+    assert check_corpus(corpus) == 0
