@@ -2,7 +2,9 @@
 ``Flow.run`` asks again each run; the refusal is said once. Before, the benchmark kept the one answer for all its
 flows: after the first refused write nothing more was stored until the benchmark ended. A real full disk (a tmpfs of
 256 KiB in a mount namespace of the test's own, as root; skipped where this user may not make one), filled by a file
-that the benchmark's own reporter removes when the first flow's run is saved; a real benchmark in a child process."""
+that the benchmark's own reporter removes when the first flow's run is saved; a real benchmark in a child process.
+On a cache it may read but not write (a real read-only bind mount), each flow is served its hits, and the report
+and ``bench.json`` say that nothing was stored."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswit
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL_DISK = 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"'
+READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
 BENCH = """
 import json, os, sqlite3, sys
 from pathlib import Path
@@ -81,13 +84,15 @@ def test_a_flow_after_a_refused_write_stores_its_steps_once_space_came_back(tmp_
     assert done.stderr.count(f"the step cache {disk / 'cache'} cannot be written (") == 1, done.stderr
 
 
-def test_a_read_only_step_cache_serves_every_flow_and_is_said_once(tmp_path):
-    """Asked again for each flow, a cache on a read-only mount still serves each flow its hits, said in one line for
-    the benchmark, not once a flow."""
+@pytest.fixture(scope="module")
+def read_only_runs(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Two benchmarks of the same two flows: the first fills the step cache (``first/``), the second reads it on a
+    read-only bind mount (``second/``); the folder both wrote under and the second's process. Made once for the
+    tests below, which check what each says of it: two `tessera bench` processes for both, not two each."""
+    tmp_path = tmp_path_factory.mktemp("read-only")
     cache = tmp_path / "cache"
-    read_only = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
     cache.mkdir()
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", read_only, str(cache), "true"],
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
                                                          capture_output=True).returncode != 0:
         pytest.skip("no read-only bind mount here")
     dataset = write_dataset(tmp_path / "d", BEIR)
@@ -103,9 +108,29 @@ def test_a_read_only_step_cache_serves_every_flow_and_is_said_once(tmp_path):
 
     first = bench("first")
     assert first.returncode == 0, first.stderr
-    done = bench("second", "unshare", "-m", "sh", "-c", read_only, str(cache))
+    done = bench("second", "unshare", "-m", "sh", "-c", READ_ONLY, str(cache))
     assert done.returncode == 0, done.stderr
+    return tmp_path, done
+
+
+def test_a_read_only_step_cache_serves_every_flow_and_is_said_once(read_only_runs):
+    """Asked again for each flow, a cache on a read-only mount still serves each flow its hits, said in one line for
+    the benchmark, not once a flow."""
+    tmp_path, done = read_only_runs
+    cache = tmp_path / "cache"
     assert done.stderr.count(f"the step cache {cache} cannot be written (a read-only file system)") == 1, done.stderr
     summary = json.loads((tmp_path / "second" / "bench.json").read_text(encoding="utf-8"))
     assert {name: run["step_cache_hits"] for name, run in summary["flows"].items()} == {
         "first": 1.0, "second": 1.0}, done.stdout
+
+
+def test_a_benchmark_on_a_read_only_step_cache_says_nothing_was_stored(read_only_runs):
+    """Its report and ``bench.json`` say that nothing was stored beside the share read from it. Before, they said
+    ``(100% from the step cache)`` as for a cache that stored too."""
+    tmp_path, _ = read_only_runs
+    runs = {out: json.loads((tmp_path / out / "bench.json").read_text())["flows"] for out in ("first", "second")}
+    assert {out: [(f["step_cache_hits"], f["step_cache_nothing_stored"]) for f in flows.values()]
+            for out, flows in runs.items()} == {"first": [(0.0, None)] * 2, "second": [(1.0, "read-only")] * 2}
+    assert "(100% from the step cache; nothing stored in the step cache (read-only))" in \
+        (tmp_path / "second" / "report.md").read_text()
+    assert "nothing stored" not in (tmp_path / "first" / "report.md").read_text()
