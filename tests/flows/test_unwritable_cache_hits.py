@@ -66,14 +66,21 @@ def close_cleanly(cache: Path) -> None:
     assert not (cache / "index.sqlite-wal").exists()
 
 
-@pytest.fixture
-def cache(bm25_index, tmp_path) -> Path:
-    """A cache that one run filled with the searches of ``STORED``."""
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def filled(bm25_index, tmp_path_factory) -> Path:
+    """A cache that one run filled with the searches of ``STORED``, as that run left it (its -wal and -shm files)."""
+    cache = tmp_path_factory.mktemp("filled") / "cache"
     first = search(bm25_index, cache, STORED)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["steps"]["bm25"]["hits"] == 0
     return cache
+
+
+@pytest.fixture
+def cache(filled, tmp_path) -> Path:
+    """A copy of ``filled``, file for file, for the test to change: one run for the module, not one a test (a
+    ``tessera run`` process each, a fifth of the module's CPU)."""
+    return Path(shutil.copytree(filled, tmp_path / "cache"))
 
 
 @pytest.fixture
