@@ -42,8 +42,11 @@ def files_of(home: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture
 def home(tmp_path) -> Path:
-    """A home with an index (``docs``, BM25 only) whose step cache one run has filled."""
-    home = tmp_path / "home"
+    """A home with an index (``docs``, BM25 only)."""
+    return made_home(tmp_path / "home")
+
+
+def made_home(home: Path) -> Path:
     bm25_sample_index(home / "indices" / "docs", 50)
     probe = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(home), "true"], capture_output=True)
     if probe.returncode != 0:
@@ -51,13 +54,30 @@ def home(tmp_path) -> Path:
     return home
 
 
-def test_a_run_in_a_read_only_home_searches_with_its_cache_and_writes_nothing(home):
-    args = ("run", "bm25", "--index", "docs", "-q", "gothic cathedrals", "--json", "--top", "3")
-    first = tessera(home, *args)
+SEARCH = ("run", "bm25", "--index", "docs", "-q", "gothic cathedrals", "--json", "--top", "3")
+
+
+@pytest.fixture(scope="module")
+def filled_home(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A home whose step cache one run (``SEARCH``) has filled, and that run: once for the module."""
+    home = made_home(tmp_path_factory.mktemp("filled") / "home")
+    first = tessera(home, *SEARCH)
     assert first.returncode == 0, first.stderr
     assert (home / "cache" / "index.sqlite").is_file()
+    return home, first
+
+
+@pytest.fixture
+def filled(filled_home, tmp_path) -> tuple[Path, subprocess.CompletedProcess]:
+    """A copy of ``filled_home`` (file for file: one writable run for the module, not one a test) and its run."""
+    home, first = filled_home
+    return Path(shutil.copytree(home, tmp_path / "home")), first
+
+
+def test_a_run_in_a_read_only_home_searches_with_its_cache_and_writes_nothing(filled):
+    home, first = filled
     before = files_of(home)
-    done = tessera(home, *args, read_only=True)
+    done = tessera(home, *SEARCH, read_only=True)
     assert done.returncode == 0, done.stderr
     assert "internal error" not in done.stderr
     said = [line for line in done.stderr.splitlines() if "cannot be written" in line]
@@ -65,18 +85,19 @@ def test_a_run_in_a_read_only_home_searches_with_its_cache_and_writes_nothing(ho
                     "system): the run reads what is stored there and stores nothing new; pass --cache-dir DIR for "
                     "a folder this user can write, or --no-cache"], done.stderr
     assert json.loads(done.stdout)["rows"] == json.loads(first.stdout)["rows"] != []
+    assert json.loads(done.stdout)["steps"]["bm25"]["hits"] == 1, done.stdout  # served from the copied cache
     assert files_of(home) == before
 
 
-def test_the_summary_of_such_a_run_gives_its_hits(home):
-    assert tessera(home, "run", "bm25", "--index", "docs", "-q", "gothic cathedrals").returncode == 0
+def test_the_summary_of_such_a_run_gives_its_hits(filled):
+    home, _ = filled  # its cache holds the search of "gothic cathedrals"
     done = tessera(home, "run", "bm25", "--index", "docs", "-q", "gothic cathedrals", "--top", "1", read_only=True)
     assert done.returncode == 0, done.stderr
     assert "cache hit ratio 100%" in done.stdout.splitlines()[-1], done.stdout  # was "cache off"
 
 
-def test_clearing_or_pruning_a_read_only_cache_is_one_line_and_removes_nothing(home):
-    assert tessera(home, "run", "bm25", "--index", "docs", "-q", "honey bees").returncode == 0
+def test_clearing_or_pruning_a_read_only_cache_is_one_line_and_removes_nothing(filled):
+    home, _ = filled
     before = files_of(home)
     for args, said in ((("cache", "clear"), "nothing was deleted"),
                        (("cache", "prune", "--older-than", "0"), "nothing was removed")):
