@@ -63,6 +63,15 @@ def redraws(stream=None) -> bool:
     return terminal and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
+def in_notebook(stream=None) -> bool:
+    """Whether ``stream`` (stderr) is a Jupyter kernel's: a ``tqdm.auto`` bar redraws in place there (a widget with
+    ipywidgets, else a line the notebook rewrites at each carriage return), where progress lines piled up in the
+    cell (an ingestion's line per shard and every 30 s: hundreds over an afternoon's corpus). The kernel's stream
+    is no terminal, so ``redraws`` is False there."""
+    stream = sys.stderr if stream is None else stream
+    return type(stream).__module__.startswith("ipykernel.")
+
+
 class CancelToken:
     """Set from any thread (an HTTP handler, a signal); executors stop at the next batch."""
 

@@ -13,6 +13,8 @@ events. Either may be off. It takes reports from several threads. Off a terminal
 lines instead, as ``tessera run`` and ``bench`` do: one per committed shard, one at the end
 of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded, also when only chunks moved (one
 large document); those with documents done say the pace so far and the time left.
+A Jupyter kernel's stderr is no terminal either, but a notebook rewrites a line at each carriage return (or
+shows ``tqdm.auto``'s widget): there the bar is drawn, where the lines filled the cell.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from flows.progress import redraws, time_left
+from flows.progress import in_notebook, redraws, time_left
 
 Stage = Literal["staging", "ingest", "retry"]
 #: Off a terminal, a shard still being embedded prints how far it got at most this often (seconds).
@@ -59,7 +61,8 @@ class ProgressTracker:
         self.docs_total = docs_total
         self.shard_docs = shard_docs or {}  # documents per shard: a shard embedded twice counts once
         self.show = bar
-        self.lines = bar and not redraws()  # off a terminal (or on a dumb one): lines, no bar
+        self.notebook = bar and in_notebook()  # a Jupyter kernel: tqdm.auto's bar, redrawn in its cell
+        self.lines = bar and not redraws() and not self.notebook  # off a terminal (or on a dumb one): lines, no bar
         self.callback = callback
         self.docs = self.shards = self.failures = self.chunks = self.chunks_total = 0
         self._counted: dict[str, int] = {}
@@ -70,7 +73,10 @@ class ProgressTracker:
         self._last_line = self._started = time.monotonic()
 
     def __enter__(self) -> "ProgressTracker":
-        from tqdm import tqdm
+        if self.notebook:
+            from tqdm.auto import tqdm
+        else:
+            from tqdm import tqdm
 
         if self.lines:
             if self.shard_docs:

@@ -1,0 +1,37 @@
+"""Cells run one by one in a real Jupyter kernel (nbclient, as tests/test_notebooks.py runs the notebooks), for the
+tests of what a notebook user sees: a cell's stream outputs, its result, its error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def run_cells(cells: list[str], tmp_path: Path, monkeypatch, *, allow_errors: bool = False) -> nbformat.NotebookNode:
+    """A notebook of ``cells`` executed in a kernel of this Python, in ``tmp_path`` with ``$TESSERA_HOME`` under it
+    and this checkout first on its path; returned with its outputs."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    spec = tmp_path / "jupyter" / "kernels" / "tessera-cells"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "tessera cells", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    NotebookClient(book, timeout=300, kernel_name="tessera-cells", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return book
+
+
+def streams(cell: nbformat.NotebookNode, name: str = "stderr") -> str:
+    """What ``cell`` wrote to ``name``, joined."""
+    return "".join(out.get("text", "") for out in cell.outputs if out.get("name") == name)
