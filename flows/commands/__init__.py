@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 from flows.commands._log_lines import hide_notes, warnings_as_command_lines
 from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
-from flows.commands._stderr_filter import filter_known_ray_noise
+from flows.executors.stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, named_as_typed, typed_options
 from operators.errors import FlowCancelled, TesseraError, one_line, short_repr
 from operators.outbound import use_local_policy_unless_set
@@ -44,7 +44,7 @@ SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "inde
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tessera ...``; returns the exit status (the console script exits with it)."""
-    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter
+    if argv is None:  # a command of its own, not a call from Python: see flows.executors.stderr_filter
         filter_known_ray_noise()
         # Python's last garbage collection at exit walked every object litellm, torch and Ray made: 2-4 s after the
         # command's last line on 2 busy cores (0.2 s frozen, measured side by side). Frozen, objects left in

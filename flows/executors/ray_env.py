@@ -16,6 +16,9 @@ import threading
 import weakref
 from typing import Any, Iterator
 
+from flows.executors.stderr_filter import filter_known_ray_noise
+from flows.progress import in_notebook
+
 #: ``ray.init`` arguments when Tessera starts Ray itself (never when Ray is already running).
 DEFAULT_RAY_INIT: dict[str, Any] = {
     "ignore_reinit_error": True,
@@ -121,6 +124,8 @@ def _start(**overrides: Any) -> None:
         return
     check_ray_address(overrides.get("address"), temp_dir=overrides.get("_temp_dir"))
     _quiet_start_up()
+    if in_notebook():  # the kernel shows descriptor 2 in the cell: Ray's line per actor, as a command drops it
+        filter_known_ray_noise(python_stderr=False)
     keep_workers_at_driver_niceness()
     on_main_thread = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if on_main_thread else None

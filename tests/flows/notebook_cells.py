@@ -4,6 +4,7 @@ tests of what a notebook user sees: a cell's stream outputs, its result, its err
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,8 +28,11 @@ def run_cells(cells: list[str], tmp_path: Path, monkeypatch, *, allow_errors: bo
         "display_name": "tessera cells", "language": "python"}), encoding="utf-8")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    # ipykernel passes what descriptors 1 and 2 get (C++ logs, a subprocess's output) into the cell, as in Jupyter,
+    # except under pytest: it looks for PYTEST_CURRENT_TEST, which the kernel would inherit
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
     NotebookClient(book, timeout=300, kernel_name="tessera-cells", allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     return book
 
 

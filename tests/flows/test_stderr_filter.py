@@ -21,7 +21,7 @@ REAL = b"[2026-11-27 21:43:48,000 E 11206 11206] core_worker.cc:900: Failed to p
 
 def run_filtered(body: str, **env: str) -> subprocess.CompletedProcess:
     """A process that turns the filter on the way ``tessera`` does, then runs ``body``."""
-    script = (f"import os, sys\nfrom flows.commands._stderr_filter import filter_known_ray_noise\n"
+    script = (f"import os, sys\nfrom flows.executors.stderr_filter import filter_known_ray_noise\n"
               f"NOISE, REAL = {NOISE!r}, {REAL!r}\nfilter_known_ray_noise()\n{body}")
     return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", **env})
@@ -59,7 +59,7 @@ def test_ctrl_c_to_the_process_group_leaves_the_filter_passing_the_commands_last
     takes Ctrl-C as a command started from a terminal does, whatever this test runs under (a shell's background
     job ignores SIGINT, and its children inherit that)."""
     script = ("import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
-              "from flows.commands._stderr_filter import filter_known_ray_noise\n"
+              "from flows.executors.stderr_filter import filter_known_ray_noise\n"
               "filter_known_ray_noise()\n"  # ready once inside the try: a Ctrl-C right after it is caught
               "try:\n    os.write(1, b'ready\\n')\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
               "    time.sleep(0.5)\n    os.write(2, b'tessera: cancelled\\n')\n    sys.exit(130)\n")

@@ -12,6 +12,10 @@ for byte and at once, except whole lines that match ``KNOWN_NOISE``. Python's ``
 writing to the terminal itself (progress bars still see a terminal). Being a process of its own,
 the filter outlives a crash of the command and still passes its last words on.
 ``TESSERA_RAW_STDERR=1`` turns it off. Remove it once Ray stops logging the line.
+
+A Jupyter kernel passes what its descriptor 2 gets into the running cell, so a notebook's Ray run printed the line
+in red under the cell, once per actor. There ``ensure_ray`` turns the filter on as it starts Ray, keeping
+``sys.stderr`` (the kernel's stream, which writes to the cell itself); the filter writes into the kernel's pipe.
 """
 
 from __future__ import annotations
@@ -68,8 +72,9 @@ if held:
 """
 
 
-def filter_known_ray_noise() -> None:
-    """Route this process's descriptor 2 through the filter (once; not when ``TESSERA_RAW_STDERR`` is set)."""
+def filter_known_ray_noise(*, python_stderr: bool = True) -> None:
+    """Route this process's descriptor 2 through the filter (once; not when ``TESSERA_RAW_STDERR`` is set), and
+    ``sys.stderr`` straight to where descriptor 2 went unless not ``python_stderr`` (a Jupyter kernel's stream)."""
     if os.environ.get("TESSERA_RAW_STDERR", "") not in ("", "0") or getattr(filter_known_ray_noise, "_on", False):
         return
     try:
@@ -84,11 +89,13 @@ def filter_known_ray_noise() -> None:
     os.close(read_end)
     os.dup2(write_end, 2)
     os.close(write_end)
+    filter_known_ray_noise._on = True  # type: ignore[attr-defined]
+    atexit.register(_drain, child, terminal)
+    if not python_stderr:
+        return
     # Python's own writes go straight to the terminal (still a terminal for progress bars and colours).
     sys.stderr = open(terminal, "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace",
                       closefd=False)
-    filter_known_ray_noise._on = True  # type: ignore[attr-defined]
-    atexit.register(_drain, child, terminal)
 
 
 @contextlib.contextmanager
