@@ -7,7 +7,7 @@ The API layer maps ``SpecError``/``ParamsError`` to HTTP 422 with ``field``, and
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 # one_line, short_repr, did_you_mean and the rest re-exported: they lived here before ``error_text``
 from operators.error_text import (close_names, did_you_mean, in_chain, is_typo_of, one_line,  # noqa: F401
@@ -40,6 +40,17 @@ class TesseraError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {"error": type(self).__name__, "message": self.message, "step": self.step,
                 "op": self.op, "field": self.field}
+
+    @property
+    def _render_traceback_(self) -> Callable[[], list[str]]:
+        """IPython's hook for a cell's error: the caller's frames and this error, not Tessera's own (absent, so
+        IPython's whole traceback, outside IPython, with ``TESSERA_DEBUG`` on or a cause to show:
+        ``operators.notebook_traceback``)."""
+        from operators.notebook_traceback import short_traceback, wanted
+
+        if not wanted(self):
+            raise AttributeError("_render_traceback_")
+        return lambda: short_traceback(self)
 
 
 class SpecError(TesseraError):
