@@ -44,6 +44,7 @@ import uuid
 from importlib import metadata
 from typing import Any
 
+from flows.cache_cell_code import cell_class_digest
 from operators.base import Operator
 from operators.imported_code import BUILT_IN_TOPS, changed_since_import, imported_source, is_local
 
@@ -210,6 +211,9 @@ def class_code(cls: type) -> tuple[tuple[str, str], ...]:
     pending: list[str] = []
     for klass in cls.__mro__:
         where = _class_file(klass)
+        if where is None and (cell := cell_class_digest(klass)) is not None:  # a notebook's class: no file
+            found.setdefault(f"{klass.__module__}.{klass.__qualname__}", cell)
+            continue
         code = _module_code(*where) if where is not None and where[0] not in found else None
         if code is not None:
             found[where[0]] = _running(where[0], code[0])
