@@ -69,6 +69,7 @@ from operators import params as params_check
 from operators.declarations import Role, StepDeclarations  # noqa: F401
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
 from operators.output_checks import output_breach, table_hint, with_string_text
+from operators.raised_at import raised_at
 from operators.step_notes import SHARED_METADATA, StepNotes, StepRecording  # noqa: F401
 from operators.tables import concat, require_columns, shown_columns
 
@@ -183,8 +184,8 @@ class Operator(StepDeclarations, StepRecording):
             except TesseraError:  # Tessera's own (an index or a model not found) says what it is
                 raise
             except Exception as err:  # a plugin's or a library's: name the step that could not set up
-                raise OperatorError(f"its setup failed: {type(err).__name__}: {err}", op=self.name,
-                                    step=self.step_id) from err
+                raise OperatorError(f"its setup failed: {type(err).__name__}: {err}{raised_at(err, type(self))}",
+                                    op=self.name, step=self.step_id) from err
             self._is_set_up = True
 
     def cache_identity(self) -> dict[str, Any]:
@@ -231,8 +232,9 @@ class Operator(StepDeclarations, StepRecording):
             raise
         except FlowCancelled:
             raise
-        except Exception as err:  # add the step to whatever the operator raised
-            raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err
+        except Exception as err:  # add the step, and the line of the operator's code it came through
+            raise OperatorError(f"{type(err).__name__}: {err}{raised_at(err, type(self))}", op=self.name,
+                                step=self.step_id) from err
         if isinstance(out, pa.Table):
             out = with_string_text(table, out)  # a plugin's large_string text: the data model's, cached or not
         self.check_output(table, out)
