@@ -68,7 +68,7 @@ from operators import params as params_check
 # Role and SHARED_METADATA re-exported: they were defined here before operators.declarations and operators.step_notes
 from operators.declarations import Role, StepDeclarations  # noqa: F401
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
-from operators.output_checks import output_breach, table_hint, with_string_text
+from operators.output_checks import output_breach, returned_hint, table_hint, with_string_text
 from operators.raised_at import raised_at
 from operators.step_notes import SHARED_METADATA, StepNotes, StepRecording  # noqa: F401
 from operators.tables import concat, require_columns, shown_columns
@@ -246,8 +246,7 @@ class Operator(StepDeclarations, StepRecording):
         core column types, query scope's qids). Checked on each call (the schema, row counts, a query step's qids),
         so a broken operator fails here, naming its step, and not somewhere downstream."""
         if not isinstance(out, pa.Table):
-            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{table_hint(out)}",
-                                op=self.name, step=self.step_id)
+            raise OperatorError(f"transform returned {returned_hint(out)}", op=self.name, step=self.step_id)
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
         if not nothing_read and (missing := [c for c in self.produces() if c not in present]):

@@ -8,6 +8,8 @@ never refused (its type is the step above's or the caller's), only one the step 
 
 from __future__ import annotations
 
+import inspect
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -90,7 +92,29 @@ def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str |
 
 
 def table_hint(value: object) -> str:
-    """How to make a pyarrow Table of ``value``, where a DataFrame or a dict was given (``Operator``'s errors)."""
+    """How to make a pyarrow Table of ``value``, what a first try passes or returns instead (``Operator``'s errors):
+    a pandas or polars DataFrame, a dict of columns, a list of row dicts, a record batch, one column."""
     if type(value).__name__ == "DataFrame":
+        if type(value).__module__.split(".")[0] == "polars":
+            return " (convert it with df.to_arrow())"
         return " (convert it with pa.Table.from_pandas(df, preserve_index=False))"
-    return " (pa.table(columns) makes one of a dict of columns)" if isinstance(value, dict) else ""
+    if isinstance(value, dict):
+        return " (pa.table(columns) makes one of a dict of columns)"
+    if isinstance(value, list):
+        return " (pa.Table.from_pylist(rows) makes one of a list of row dicts)"
+    if isinstance(value, pa.RecordBatch):
+        return " (pa.Table.from_batches([batch]) makes one of it)"
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        return " (that is one column: operators.tables.set_column(table, name, values) adds it to the table)"
+    return ""
+
+
+def returned_hint(out: object) -> str:
+    """``table_hint`` for what ``transform`` returned, and the two slips of writing one: no ``return`` (None) and a
+    ``yield`` (a generator, as a source's ``read`` is)."""
+    if out is None:
+        return "None, not a pyarrow Table (transform returns the table it made: is its return missing?)"
+    if inspect.isgenerator(out):
+        return ("a generator, not a pyarrow Table (transform yields: it returns one table; only a source's "
+                "read(split) yields tables)")
+    return f"a {type(out).__name__}, not a pyarrow Table{table_hint(out)}"

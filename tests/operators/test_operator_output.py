@@ -75,6 +75,35 @@ class Narrower(Operator):
         return table.select(["qid", "query", "docno", "score", "rank"])
 
 
+class Returner(Operator):
+    """Return what a first try returns in place of a table."""
+
+    name = "mylab.returner"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        what: str = Field(description="What transform returns: none, rows, batch or column.")
+
+    def transform(self, table: pa.Table):
+        if self.params.what == "none":
+            table.append_column("tag", pa.array(["t"] * table.num_rows))  # the return forgotten
+        elif self.params.what == "rows":
+            return table.to_pylist()
+        elif self.params.what == "batch":
+            return table.to_batches()[0]
+        elif self.params.what == "column":
+            return table.column("text")
+
+
+class Yielder(Operator):
+    """Yield the table, as a source's read does."""
+
+    name = "mylab.yielder"
+
+    def transform(self, table: pa.Table):
+        yield table
+
+
 class CorruptModel(Operator):
     """Load a model that turns out to be corrupt: a library's own error, raised in setup."""
 
@@ -118,6 +147,25 @@ def test_a_data_frame_is_an_operator_error_naming_the_step_in_process_and_in_a_f
     with pytest.raises(OperatorError, match="transform returned a DataFrame, not a pyarrow Table") as err:
         flow(tmp_path, ("frame", "mylab.data_frame", {})).run("honey bees")
     assert (err.value.step, err.value.op) == ("frame", "mylab.data_frame")
+
+
+@pytest.mark.parametrize("what, said", [
+    ("none", "transform returned None, not a pyarrow Table (transform returns the table it made: is its return "
+             "missing?)"),
+    ("rows", "transform returned a list, not a pyarrow Table (pa.Table.from_pylist(rows) makes one of a list of "
+             "row dicts)"),
+    ("batch", "transform returned a RecordBatch, not a pyarrow Table (pa.Table.from_batches([batch]) makes one of "
+              "it)"),
+    ("column", "transform returned a ChunkedArray, not a pyarrow Table (that is one column: "
+               "operators.tables.set_column(table, name, values) adds it to the table)"),
+    (None, "transform returned a generator, not a pyarrow Table (transform yields: it returns one table; only a "
+              "source's read(split) yields tables)"),
+])
+def test_what_a_first_try_returns_in_place_of_a_table_is_named_with_how_to_make_one(broken, tmp_path, what, said):
+    op, params = ("mylab.returner", {"what": what}) if what else ("mylab.yielder", {})
+    with pytest.raises(OperatorError) as err:
+        flow(tmp_path, ("tag", op, params)).run("honey bees")
+    assert (err.value.step, err.value.op, err.value.message) == ("tag", op, said)
 
 
 def test_a_setup_that_fails_is_an_operator_error_naming_the_step_in_process_and_in_a_flow(broken, tmp_path):
