@@ -90,14 +90,26 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
                                   "(lower case, digits and _, parts joined by '.')")
     other = found.get(cls.name)
     if other is not None and other[0] is not cls:
-        inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
-                                  f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
+                                  f"({other[1]}) and {qualname(cls)} ({origin}){_rename_hint(cls, other[1])}")
     if problem := (_scope_problem(cls) or _misspelt_method(cls) or _method_problem(cls) or _params_problem(cls)
                    or _hints_problem(cls)):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
     remember_source(cls)
+
+
+def _rename_hint(cls: type[Operator], other_origin: str) -> str:
+    """How to end a clash of names: a name of the plugin's own (a plugin never replaces a built-in, whose name a
+    built-in flow's steps and the service's clients rely on)."""
+    if "name" not in vars(cls):
+        return " (it inherits the name: give it its own)"
+    if other_origin != "built-in":
+        return "; give one of them another name"
+    package = cls.__module__.split(".")[0]
+    category = package if re.fullmatch(r"[a-z][a-z0-9_]*", package) else "mylab"
+    return (f"; a plugin cannot replace a built-in: give yours a name of its own, such as "
+            f"'{category}.{cls.name.split('.', 1)[1]}', and use it in your flows")
 
 
 def _scope_problem(cls: type[Operator]) -> str | None:
@@ -220,7 +232,8 @@ def check_aliases(found: Found) -> None:
             other = found.get(alias) or owners.get(alias)
             if other is not None and other[0] is not cls and (origin, other[1]) != ("built-in", "built-in"):
                 raise OperatorPluginError(f"operator alias '{alias}' of {qualname(cls)} ({origin}) is also "
-                                          f"the name or an alias of {qualname(other[0])} ({other[1]})")
+                                          f"the name or an alias of {qualname(other[0])} ({other[1]}); drop "
+                                          f"it from {cls.__qualname__}.aliases, or give it another")
             owners[alias] = (cls, origin)
 
 

@@ -334,7 +334,9 @@ BROKEN = {
                  "class MyCounter(Operator):\n    name = 'analyze.word_count'\n"},
         "mine = tessera_mylab.mine",
         ["operator name 'analyze.word_count' is used by both operators.analyze.word_count.WordCounter (built-in)",
-         "and tessera_mylab.mine.MyCounter (entry point 'mine = tessera_mylab.mine'"]),
+         "and tessera_mylab.mine.MyCounter (entry point 'mine = tessera_mylab.mine'",
+         "; a plugin cannot replace a built-in: give yours a name of its own, such as "
+         "'tessera_mylab.word_count', and use it in your flows"]),
     "inherits a built-in's name": (
         {"sub": "from operators.analyze.word_count import WordCounter\n\nclass Sub(WordCounter):\n    pass\n"},
         "sub = tessera_mylab.sub:Sub", ["used by both operators.analyze.word_count.WordCounter",
@@ -343,7 +345,8 @@ BROKEN = {
         {"alias": "from operators.base import Operator\n\nclass A(Operator):\n    name = 'mylab.a'\n"
                   "    aliases = ('analyze.word_count',)\n    def transform(self, table):\n        return table\n"},
         "a = tessera_mylab.alias", ["alias 'analyze.word_count' of tessera_mylab.alias.A",
-                                    "also the name or an alias of operators.analyze.word_count.WordCounter"]),
+                                    "also the name or an alias of operators.analyze.word_count.WordCounter",
+                                    "(built-in); drop it from A.aliases, or give it another"]),
     # the contract calls transform(table): said when the plugin loads, not after the steps before it have run
     "run instead of transform": (
         {"run": "from operators.base import Operator\n\nclass R(Operator):\n    name = 'mylab.r'\n"
@@ -438,7 +441,7 @@ def test_two_plugins_with_one_name_are_an_error_naming_both(plugin_root, monkeyp
     monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.copy")
     with pytest.raises(OperatorPluginError, match=r"'mylab.keyword_flag' is used by both tessera_mylab.flags."
                        r"KeywordFlagger \(entry point .*\) and tessera_mylab.copy.OtherFlagger "
-                       r"\(TESSERA_OPERATORS module 'tessera_mylab.copy'\)"):
+                       r"\(TESSERA_OPERATORS module 'tessera_mylab.copy'\); give one of them another name$"):
         all_operators()
 
 
