@@ -33,7 +33,7 @@ deployment), so the contract is small and has no Ray in it:
   nobody did.
 * ``__call__`` checks the input columns (``requires()``) before ``transform`` and its output
   after (``check_output``): a pyarrow Table, every ``produces()`` column (on an empty table
-  too; a source that read nothing may return a table without columns), in row scope no
+  too; a source that read nothing may return a table without columns), no column twice, in row scope no
   fewer rows than came in, the ``qid`` column kept, the core columns it writes of the data model's
   types, and in query scope no rows for a qid it was not given (``operators.output_checks``). A
   breach is an ``OperatorError``.
@@ -68,7 +68,7 @@ from operators import params as params_check
 # Role and SHARED_METADATA re-exported: they were defined here before operators.declarations and operators.step_notes
 from operators.declarations import Role, StepDeclarations  # noqa: F401
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
-from operators.output_checks import output_breach, returned_hint, table_hint, with_string_text
+from operators.output_checks import output_breach, repeated_columns, returned_hint, table_hint, with_string_text
 from operators.raised_at import raised_at
 from operators.step_notes import SHARED_METADATA, StepNotes, StepRecording  # noqa: F401
 from operators.tables import concat, require_columns, shown_columns
@@ -247,6 +247,8 @@ class Operator(StepDeclarations, StepRecording):
         so a broken operator fails here, naming its step, and not somewhere downstream."""
         if not isinstance(out, pa.Table):
             raise OperatorError(f"transform returned {returned_hint(out)}", op=self.name, step=self.step_id)
+        if problem := repeated_columns(table, out):
+            raise OperatorError(problem, op=self.name, step=self.step_id)
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
         if not nothing_read and (missing := [c for c in self.produces() if c not in present]):

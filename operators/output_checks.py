@@ -35,6 +35,19 @@ def expected_column_type(column: str, role: str | None = None) -> pa.DataType | 
     return None
 
 
+def repeated_columns(table: pa.Table, out: pa.Table) -> str | None:
+    """Why ``out`` holds a column name more often than ``table`` did (``table.append_column`` of a name it has, where
+    ``set_column`` was meant), or None: such a table printed, cached and joined as an internal ``KeyError``, or was
+    written to a file with both."""
+    names = out.column_names
+    repeated = sorted({n for n in names if names.count(n) > max(1, table.column_names.count(n))})
+    if not repeated:
+        return None
+    return (f"transform returned column(s) {', '.join(repr(n) for n in repeated)} more than once: "
+            "table.append_column adds a column beside the one of that name; operators.tables.set_column(table, name, "
+            "values) replaces it")
+
+
 def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
     """Why ``out`` (what a step of ``scope``, declaring ``roles`` in ``produces()``, returned for ``table``) breaks
     the data model, or None. Source steps read their own rows and are not checked here."""
@@ -60,7 +73,7 @@ def with_string_text(table: pa.Table, out: pa.Table) -> pa.Table:
     the same text in the data model's type, so a result's types do not depend on whether a step came from the cache
     (which stores ``string``) or ran. A column that keeps its input's type is left as it came (the caller's)."""
     for name in _TEXT_COLUMNS:
-        if name not in out.column_names:
+        if len(out.schema.get_all_field_indices(name)) != 1:  # absent, or twice (check_output refuses that)
             continue
         kind = out.schema.field(name).type
         kept = table.schema.get_field_index(name) >= 0 and table.schema.field(name).type == kind

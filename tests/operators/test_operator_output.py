@@ -95,6 +95,22 @@ class Returner(Operator):
             return table.column("text")
 
 
+class Appender(Operator):
+    """Write a column with append_column, where set_column was meant: the input has it already."""
+
+    name = "mylab.appender"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        column: str = Field("title", description="The column appended.")
+
+    def produces(self) -> dict[str, str]:
+        return {self.params.column: "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        return table.append_column(self.params.column, pa.array(["t"] * table.num_rows, pa.string()))
+
+
 class Yielder(Operator):
     """Yield the table, as a source's read does."""
 
@@ -166,6 +182,20 @@ def test_what_a_first_try_returns_in_place_of_a_table_is_named_with_how_to_make_
     with pytest.raises(OperatorError) as err:
         flow(tmp_path, ("tag", op, params)).run("honey bees")
     assert (err.value.step, err.value.op, err.value.message) == ("tag", op, said)
+
+
+@pytest.mark.parametrize("column", ["title", "text"])
+@pytest.mark.parametrize("cache", [False, True], ids=["no cache", "step cache"])
+def test_a_column_appended_beside_one_of_its_name_is_an_error_saying_set_column(broken, tmp_path, column, cache):
+    """Before, the result held two such columns (printing it, or a run with the cache, was an internal KeyError,
+    'Field "title" exists 2 times in schema'; --out wrote both)."""
+    appending = flow(tmp_path, ("tag", "mylab.appender", {"column": column}))
+    with pytest.raises(OperatorError) as err:
+        appending.run("honey bees", cache=tmp_path / "cache" if cache else False)
+    assert (err.value.step, err.value.op) == ("tag", "mylab.appender")
+    assert err.value.message == (f"transform returned column(s) '{column}' more than once: table.append_column adds "
+                                 "a column beside the one of that name; operators.tables.set_column(table, name, "
+                                 "values) replaces it")
 
 
 def test_a_setup_that_fails_is_an_operator_error_naming_the_step_in_process_and_in_a_flow(broken, tmp_path):
