@@ -92,8 +92,8 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
     if other is not None and other[0] is not cls:
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
                                   f"({other[1]}) and {qualname(cls)} ({origin}){_rename_hint(cls, other[1])}")
-    if problem := (_scope_problem(cls) or _misspelt_method(cls) or _method_problem(cls) or _params_problem(cls)
-                   or _hints_problem(cls)):
+    if problem := (_scope_problem(cls) or _misspelt_method(cls) or _method_problem(cls) or _init_problem(cls)
+                   or _params_problem(cls) or _hints_problem(cls)):
         raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
     remember_source(cls)
@@ -181,6 +181,23 @@ def _method_problem(cls: type[Operator]) -> str | None:
     if (not positional and not takes_more) or len(required) > 1:
         got = ", ".join(["self", *(p.name for p in params)])
         return f"{method}({got}) must take one argument besides self, as {method}(self, table) -> pa.Table does"
+    return None
+
+
+def _init_problem(cls: type[Operator]) -> str | None:
+    """Why the executors cannot construct ``cls`` as they all do, ``cls(params, step_id=..., input_steps=...)``: an
+    ``__init__`` of its own written with fewer arguments (``(self, params=None, *, step_id=None)``) failed in every
+    flow's build, as ``unexpected keyword argument 'input_steps'``, an argument no page names."""
+    if cls.__init__ is Operator.__init__:
+        return None
+    try:
+        inspect.signature(cls).bind({}, step_id="step", input_steps=())
+    except TypeError as err:
+        return (f"its __init__{inspect.signature(cls)} cannot take what the executors pass, "
+                f"{cls.__name__}(params, step_id=..., input_steps=...) ({err}): write def __init__(self, *args, "
+                "**kwargs) calling super().__init__(*args, **kwargs), or load state in setup()")
+    except ValueError:  # no signature to read (a C callable)
+        return None
     return None
 
 

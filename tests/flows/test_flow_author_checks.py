@@ -282,16 +282,23 @@ def test_a_plugins_declared_columns_the_engine_cannot_read_are_refused_naming_th
     assert caught.value.message.startswith(words), caught.value.message
 
 
-def test_a_plugin_whose_init_does_not_take_step_id_is_refused_naming_the_step(plugin_module):
-    """An ``__init__(self, params)`` override was a bare TypeError from the build, naming no step."""
+@pytest.mark.parametrize("init", ["(self, params)", "(self, params=None, *, step_id=None)"])
+def test_a_plugin_whose_init_does_not_take_what_the_executors_pass_is_refused_as_it_registers(plugin_module, init):
+    """An ``__init__(self, params)`` override was a bare TypeError from the build, naming no step; one that takes
+    ``step_id`` too failed every build as ``unexpected keyword argument 'input_steps'``, an argument no page names.
+    Both are refused as the plugin registers, naming the class and how to write it."""
     from flows.spec import FlowSpec
+    from operators.plugins import OperatorPluginError
 
-    plugin_module("own_init", DECLARING.replace("READS", '["text"]').replace("PRODUCES", '{"flag": "chip"}')
-                  + "\n    def __init__(self, params):\n        super().__init__(params)\n")
-    with pytest.raises(OperatorError) as caught:
+    module = plugin_module("own_init", DECLARING.replace("READS", '["text"]').replace("PRODUCES", '{"flag": "chip"}')
+                           + f"\n    def __init__{init}:\n        super().__init__(params)\n")
+    with pytest.raises(OperatorPluginError) as caught:
         FlowSpec.parse({"name": "f", "steps": {"x": {"op": "mylab.flag"}}}).build()
-    assert (caught.value.step, caught.value.op) == ("x", "mylab.flag")
-    assert "constructing it failed: TypeError: " in caught.value.message and "'step_id'" in caught.value.message
+    message = caught.value.message
+    assert message.startswith(f"operator plugin TESSERA_OPERATORS module '{module}': {module}.")
+    assert f"(mylab.flag): its __init__{init.replace('self, ', '')} cannot take what the executors pass" in message
+    assert message.endswith("write def __init__(self, *args, **kwargs) calling super().__init__(*args, **kwargs), "
+                            "or load state in setup()")
 
 
 @pytest.mark.parametrize("queries, said", [
