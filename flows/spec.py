@@ -38,6 +38,7 @@ from flows.specfile import not_a_mapping, read_mapping
 from flows.step_spec import Placement, StepSpec, index_param
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError, SpecError, TesseraError, UnknownOperatorError
+from operators.raised_at import raised_at
 from operators.unicode import first_broken_text
 
 #: Most steps a flow may have: far above any real flow, and low enough that validating one stays fast.
@@ -218,8 +219,8 @@ class FlowSpec(BaseModel):
             except TesseraError:
                 raise
             except Exception as err:  # a plugin's __init__ (one without step_id=): name the step, not a frame here
-                raise OperatorError(f"constructing it failed: {type(err).__name__}: {err}", step=step_id,
-                                    op=cls.name) from err
+                raise OperatorError(f"constructing it failed: {type(err).__name__}: {err}{raised_at(err, cls)}",
+                                    step=step_id, op=cls.name) from err
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
         output = self.output or spec_graph.only_sink(ids, inputs)

@@ -16,6 +16,7 @@ import pyarrow as pa
 from flows.spec_columns import index_columns, param_naming
 from operators.declarations import Role
 from operators.errors import OperatorError, SpecError, TesseraError, short_repr
+from operators.raised_at import raised_at
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +168,8 @@ def check_declarations(order: list[str], operators: dict[str, Any]) -> None:
             except TesseraError:
                 raise
             except Exception as err:  # a plugin's bug: name its step, not a frame of the build
-                raise OperatorError(f"its {method}() failed: {type(err).__name__}: {err}", step=step,
-                                    op=op.name) from err
+                raise OperatorError(f"its {method}() failed: {type(err).__name__}: {err}{raised_at(err, type(op))}",
+                                    step=step, op=op.name) from err
             if problem := (_roles_problem(declared) if method == "produces"
                            else _columns_problem(declared, none_ok=method == "reads")):
                 raise OperatorError(f"its {method}() {problem}", step=step, op=op.name)

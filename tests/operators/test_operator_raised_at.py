@@ -43,6 +43,31 @@ class Lowerer(Operator):
         return lowered(table)
 
 
+class Declarer(Operator):
+    """Declare a column by a param it does not have."""
+
+    name = "mylab.declarer"
+
+    def produces(self):
+        return {self.params.output_column: "chip"}
+
+    def transform(self, table):
+        return table
+
+
+class Counter(Operator):
+    """Read a number from a param that holds a name."""
+
+    name = "mylab.counter"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.count = int(self.step_id)
+
+    def transform(self, table):
+        return table
+
+
 class Loader(Operator):
     """Load a model file that is not there."""
 
@@ -100,6 +125,22 @@ def test_a_failed_setup_names_the_plugins_line(raising, tmp_path):
     at = line_of(RAISING, "model.bin")
     assert err.value.message.startswith("its setup failed: FileNotFoundError: ")
     assert err.value.message.endswith(f" (at {PACKAGE}/raising.py:{at}, in setup)"), err.value.message
+
+
+@pytest.mark.parametrize("op, words, where", [
+    ("mylab.declarer", "its produces() failed: AttributeError: ", "self.params.output_column: "),
+    ("mylab.counter", "constructing it failed: ValueError: ", "int(self.step_id)"),
+])
+def test_a_plugins_declaration_or_constructor_that_fails_as_the_flow_is_built_names_its_line(raising, tmp_path, op,
+                                                                                             words, where):
+    from flows.api import Flow
+
+    with pytest.raises(OperatorError) as err:
+        Flow.load({"name": "f", "steps": {"x": {"op": op}}})
+    method = "produces" if op == "mylab.declarer" else "__init__"
+    assert (err.value.step, err.value.op) == ("x", op)
+    assert err.value.message.startswith(words)
+    assert err.value.message.endswith(f" (at {PACKAGE}/raising.py:{line_of(RAISING, where)}, in {method})")
 
 
 @pytest.mark.process
