@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 from typing import Any, Sequence
 
@@ -29,6 +30,7 @@ import pyarrow as pa
 
 from flows.cache_code import code_identity
 from operators.base import Operator
+from operators.errors import OperatorError
 
 
 def _encode(value: Any) -> bytes:
@@ -47,8 +49,43 @@ def _encode(value: Any) -> bytes:
         return b"I" + struct.pack("<Q", len(data)) + data
     if isinstance(value, float):
         return b"D" + struct.pack("<d", value)
-    data = json.dumps(value, sort_keys=True, default=str).encode("utf-8")
+    data = json.dumps(value, sort_keys=True, default=_stable_text).encode("utf-8")
     return b"J" + struct.pack("<Q", len(data)) + data
+
+
+#: The text Python gives an object without a text of its own (``<function <lambda> at 0x7f...>``, a loaded model's
+#: ``<mylab.Model object at 0x...>``): its address, another in each process.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+class _UnstableValue(TypeError):
+    """A value whose text is another in each process, which no key may hold."""
+
+
+def _stable_text(value: Any) -> Any:
+    """What JSON writes for a value it has no form for: a set in sorted order (its own order is another in each
+    process for text, as Python salts string hashes), else its text, which must not be an object's address."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=lambda item: json.dumps(item, sort_keys=True, default=_stable_text))
+    text = str(value)
+    if _ADDRESS.search(text):
+        raise _UnstableValue(f"{type(value).__name__} {_ADDRESS.sub(' at 0x...', text)}")
+    return text
+
+
+def _identity(op: Operator) -> Any:
+    """``op.cache_identity()``, refused where a value in it reads another in each process (a function, a loaded
+    model, an object without a text of its own): the step's key would change in every run and it would never be
+    found in the cache, silently."""
+    identity = op.cache_identity()
+    try:
+        json.dumps(identity, sort_keys=True, default=_stable_text)
+    except _UnstableValue as err:
+        raise OperatorError(f"its cache_identity() holds a {err}, whose text is another in each process, so the step "
+                            "would never be found in the step cache: return what decides the output as text, numbers, "
+                            "lists and dicts (a model's name and revision, not the model)", step=op.step_id,
+                            op=op.name) from None
+    return identity
 
 
 def step_key(op: Operator) -> str:
@@ -61,7 +98,7 @@ def step_explain(op: Operator) -> dict[str, Any]:
     return {
         "op": op.name,
         "version": op.version,
-        "identity": op.cache_identity(),
+        "identity": _identity(op),
         "scope": op.scope,
         "reads": op.reads() if op.scope == "row" else None,
         # what the step declares it writes: a row-scope unit stores only those columns, and a retriever names two
