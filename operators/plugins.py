@@ -27,6 +27,7 @@ from operators.errors import TesseraError, close_names, did_you_mean, is_typo_of
 # Re-exported: these lived here before ``operators.imported_code`` took what a step key reads of the imported code.
 from operators.imported_code import (BUILT_IN_PACKAGES, BUILT_IN_TOPS, changed_since_import,  # noqa: F401
                                      imported_source, is_local, remember_source, remember_stamps)
+from operators.plugin_names import module_hint, package_hint
 
 #: The entry-point group that other packages register their operators under.
 ENTRY_POINT_GROUP = "tessera.operators"
@@ -67,7 +68,8 @@ def import_plugin(module_name: str, origin: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - whatever the plugin raises, name the plugin
-        raise OperatorPluginError(f"operator plugin {origin} failed to import: {_one_line(err)}") from err
+        raise OperatorPluginError(f"operator plugin {origin} failed to import: {_one_line(err)}"
+                                  f"{module_hint(module_name, err)}") from err
 
 
 def add_plugin_module(found: Found, module: ModuleType, origin: str) -> None:
@@ -76,7 +78,7 @@ def add_plugin_module(found: Found, module: ModuleType, origin: str) -> None:
                and (v.__module__ == module.__name__ or v.__module__.startswith(prefix))}
     if not classes:
         raise OperatorPluginError(f"operator plugin {origin}: module '{module.__name__}' defines no Operator "
-                                  "subclass with a name" + _near_misses(module))
+                                  "subclass with a name" + (_near_misses(module) or package_hint(module)))
     for cls in classes.values():
         add_plugin_class(found, cls, origin)
 
