@@ -47,6 +47,19 @@ def module_hint(name: str, err: BaseException) -> str:
     return ""
 
 
+def tessera_name_problem(name: str, tessera_tops: tuple[str, ...]) -> str | None:
+    """Why ``name`` cannot be a plugin's module: it starts with one of Tessera's own packages (a user's
+    ``operators.py``, as the docs' ``mylab/operators.py`` flattened), so Python imports Tessera's, which was said to
+    define no operator and listed Tessera's submodules to name."""
+    top = name.split(".")[0]
+    if top not in tessera_tops:
+        return None
+    files = [Path(entry or ".").resolve() / f"{top}.py" for entry in [os.getcwd(), *sys.path]]
+    yours = next((f" ({file})" for file in files if file.is_file()), "")  # a module file is never Tessera's
+    return (f"'{top}' is Tessera's own package, so Python imports Tessera's and not your module{yours}: give your "
+            f"module a name of its own (mylab_{top}.py, named TESSERA_OPERATORS=mylab_{top})")
+
+
 def package_hint(module: ModuleType) -> str:
     """For a package that defines no operator itself: its submodules, which nothing imported."""
     if not hasattr(module, "__path__"):

@@ -27,7 +27,7 @@ from operators.errors import TesseraError, close_names, did_you_mean, is_typo_of
 # Re-exported: these lived here before ``operators.imported_code`` took what a step key reads of the imported code.
 from operators.imported_code import (BUILT_IN_PACKAGES, BUILT_IN_TOPS, changed_since_import,  # noqa: F401
                                      imported_source, is_local, remember_source, remember_stamps)
-from operators.plugin_names import module_hint, package_hint
+from operators.plugin_names import module_hint, package_hint, tessera_name_problem
 
 #: The entry-point group that other packages register their operators under.
 ENTRY_POINT_GROUP = "tessera.operators"
@@ -65,6 +65,8 @@ def add_entry_point(found: Found, ep: metadata.EntryPoint) -> None:
 
 
 def import_plugin(module_name: str, origin: str) -> ModuleType:
+    if problem := tessera_name_problem(module_name, BUILT_IN_TOPS):
+        raise OperatorPluginError(f"operator plugin {origin}: {problem}")
     try:
         return importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - whatever the plugin raises, name the plugin

@@ -66,3 +66,21 @@ def test_the_tessera_script_run_beside_the_package_says_to_set_pythonpath(root, 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([".", os.environ.get("PYTHONPATH", "")]))
     assert "mylab.keyword_flag" in tessera_process("ops", "mylab.keyword_flag", home=tmp_path / "home",
                                                    cwd=root).stdout
+
+
+def test_a_plugin_module_named_as_tesseras_own_package_is_refused_naming_the_file(isolated_registry, monkeypatch,
+                                                                                 tmp_path):
+    """The docs' mylab/operators.py flattened to operators.py: Python imports Tessera's operators package, which was
+    said to define no operator (and to have submodules to name)."""
+    from tests.operators.test_plugins import FLAGS as SOURCE
+
+    (tmp_path / "operators.py").write_text(SOURCE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TESSERA_OPERATORS", "operators")
+    with pytest.raises(OperatorPluginError) as err:
+        all_operators()
+    assert err.value.message == (f"operator plugin TESSERA_OPERATORS module 'operators': 'operators' is Tessera's own "
+                                 f"package, so Python imports Tessera's and not your module ({tmp_path.resolve()}/"
+                                 "operators.py): give your module a name of its own (mylab_operators.py, named "
+                                 "TESSERA_OPERATORS=mylab_operators)")
