@@ -4,7 +4,8 @@ before the registry takes it (``operators.registry`` keeps the registry and the 
 A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name,
 takes another's name or alias, has a ``scope`` that is none of row, query, corpus and source, cannot be called
 as the contract calls it (``transform(table)``, a source's ``read(split)``; ``produce()`` written for ``produces()``),
-has a ``Params`` that is no pydantic model extending its base's (a reranker's ``RerankParams``), or a resource hint
+has a ``Params`` that is no pydantic model extending its base's (a reranker's ``RerankParams``) or that has no
+JSON schema (a ``Callable`` field), or a resource hint
 the executors cannot use (``batch_size = 2.5``, ``num_gpus = "1"``) raises ``OperatorPluginError``, one line naming
 the entry point or module. What a step key reads of a plugin's code as it was imported is
 ``operators.imported_code``'s.
@@ -20,7 +21,8 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter
+from pydantic.errors import PydanticInvalidForJsonSchema
 
 from operators.base import NoParams, Operator, Scope
 from operators.errors import TesseraError, close_names, did_you_mean, is_typo_of, one_line, short_repr
@@ -212,12 +214,39 @@ def _params_problem(cls: type[Operator]) -> str | None:
     params = cls.Params
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         return f"Params is {_describe(params)}, not a pydantic model: write class Params(BaseModel)"
+    if problem := _schema_problem(params):
+        return problem
     for base in cls.__mro__[1:]:
         wanted = vars(base).get("Params")
         if isinstance(wanted, type) and wanted is not NoParams and not issubclass(params, wanted):
             return (f"Params does not extend {wanted.__qualname__}, the Params of its base {base.__qualname__}, "
                     f"whose fields the base reads: write class Params({wanted.__qualname__})")
     return None
+
+
+def _schema_problem(params: type[BaseModel]) -> str | None:
+    """Why ``params`` has no JSON schema (a ``Callable`` field, a class of its own allowed by
+    ``arbitrary_types_allowed``): ``tessera ops`` and the service's operator listing are generated from it, and failed
+    as an internal error naming no operator, for every operator; nor can a spec, JSON or YAML, give such a value."""
+    try:
+        params.model_json_schema()
+        return None
+    except (PydanticInvalidForJsonSchema, PydanticSchemaGenerationError):
+        pass
+    for name, field in params.model_fields.items():
+        try:
+            TypeAdapter(field.annotation).json_schema()
+        except (PydanticInvalidForJsonSchema, PydanticSchemaGenerationError):
+            return (f"Params field '{name}' has a type JSON cannot describe ({_type_name(field.annotation)}): a "
+                    "step's params come from JSON or YAML, and tessera ops lists them from their JSON schema; take a "
+                    "name or a value (text, number, list, dict) and build the object in setup()")
+    return "Params has no JSON schema: tessera ops describes a step's params from it"
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return re.sub(r"\b(typing|collections\.abc)\.", "", str(annotation))
 
 
 #: The resource hints an operator class may set, each with what the executors take (``num_cpus = 0``: a step that

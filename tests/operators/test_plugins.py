@@ -410,6 +410,24 @@ BROKEN = {
                "    def score_texts(self, query, texts):\n        return [0.0] * len(texts)\n"},
         "b = tessera_mylab.rr", ["B (mylab.boost): Params does not extend RerankParams, the Params of its base "
                                  "Reranker, whose fields the base reads: write class Params(RerankParams)"]),
+    # a param JSON cannot describe: tessera ops and the service's listing failed as an internal error naming no
+    # operator, for every operator
+    "a callable param": (
+        {"fn": "from typing import Callable, Optional\nfrom pydantic import BaseModel, Field\n"
+               "from operators.base import Operator\n\nclass F(Operator):\n    name = 'mylab.f'\n"
+               "    class Params(BaseModel):\n        fn: Optional[Callable] = Field(None, description='A function.')\n"
+               "    def transform(self, table):\n        return table\n"},
+        "f = tessera_mylab.fn", ["F (mylab.f): Params field 'fn' has a type JSON cannot describe (Optional[Callable]): "
+                                 "a step's params come from JSON or YAML, and tessera ops lists them from their JSON "
+                                 "schema; take a name or a value (text, number, list, dict) and build the object in "
+                                 "setup()"]),
+    "an object param": (
+        {"obj": "from pydantic import BaseModel, ConfigDict, Field\nfrom operators.base import Operator\n\n"
+                "class Model:\n    pass\n\nclass O(Operator):\n    name = 'mylab.o'\n    class Params(BaseModel):\n"
+                "        model_config = ConfigDict(arbitrary_types_allowed=True)\n"
+                "        model: Model = Field(None, description='A model.')\n"
+                "    def transform(self, table):\n        return table\n"},
+        "o = tessera_mylab.obj", ["O (mylab.o): Params field 'model' has a type JSON cannot describe (Model)"]),
     "a batch size that is no whole number": (
         {"bs": "from operators.base import Operator\n\nclass B(Operator):\n    name = 'mylab.b'\n"
                "    batch_size = 2.5\n    def transform(self, table):\n        return table\n"},
