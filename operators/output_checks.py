@@ -56,7 +56,7 @@ def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Ta
     if "qid" in table.column_names and "qid" not in out.column_names:
         return (f"transform dropped the 'qid' column (output has {shown_columns(out)}); every step keeps the qid of "
                 "each row, so the steps after it and the result know which query a row answers")
-    if problem := _type_breach(roles, table, out):
+    if problem := _type_breach(roles, table, out) or _rank_breach(roles, out):
         return problem
     if scope == "query" and "qid" in table.column_names and out.num_rows:
         unknown = set(pc.unique(out.column("qid")).to_pylist()) - set(pc.unique(table.column("qid")).to_pylist())
@@ -65,6 +65,19 @@ def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Ta
             return (f"transform returned rows for {len(unknown)} qid(s) it was not given ({shown}); a query-scope "
                     "step gets whole queries and answers those (a step that adds queries has scope 'row', as "
                     "query.expand does)")
+    return None
+
+
+def _rank_breach(roles: dict[str, str], out: pa.Table) -> str | None:
+    """Why a rank column the step declares holds a rank below 1 (numbered from 0, as ``enumerate`` does): shown as
+    rank 0 by ``tessera run``, and read as better than rank 1 by whatever reduces or fuses by rank after it."""
+    for name in roles:
+        if name not in out.column_names or expected_column_type(name, roles[name]) != CORE_COLUMN_TYPES["rank"]:
+            continue
+        lowest = pc.min(out.column(name)).as_py() if out.num_rows else None
+        if lowest is not None and lowest < 1:
+            return (f"transform wrote '{name}' {lowest}: ranks start at 1 within each qid (enumerate(rows, start=1)); "
+                    "operators.tables.set_ranking numbers them")
     return None
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.tables import set_column
+from operators.tables import concat, qid_groups, ranking_columns, set_column
 
 
 class QidDropper(Operator):
@@ -53,6 +53,32 @@ class Renumberer(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         return set_column(table, self.params.column, pa.array(list(range(1, table.num_rows + 1))))
+
+
+class Enumerator(Operator):
+    """Reverse each query's rows and rank them with enumerate, from 0 (or from 1, as the data model has it)."""
+
+    name = "mylab.enumerate"
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        start: int = Field(0, description="The first rank.")
+
+    def produces(self) -> dict[str, str]:
+        return ranking_columns(self.step_id)
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        groups = []
+        for _, rows in qid_groups(table):
+            rows = rows.take(pa.array(range(rows.num_rows - 1, -1, -1)))
+            ranks = pa.array([i for i, _ in enumerate(range(rows.num_rows), start=self.params.start)], pa.int32())
+            scores = pa.array([float(rows.num_rows - i) for i in range(rows.num_rows)], pa.float64())
+            for name, values in (("score", scores), ("rank", ranks), (f"score_{self.step_id}", scores),
+                                 (f"rank_{self.step_id}", ranks)):
+                rows = set_column(rows, name, values)
+            groups.append(rows)
+        return concat(groups) if groups else table
 
 
 class Inventor(Operator):
@@ -121,3 +147,14 @@ def test_a_query_step_that_adds_rows_for_another_qid_is_an_error_and_a_row_step_
     assert (err.value.step, err.value.op) == ("invent", "mylab.inventor")
     out = create("mylab.row_inventor", {})(sample_results(1, 2))
     assert out.column("qid").to_pylist() == ["q1", "q1", "other"]
+
+
+def test_ranks_numbered_from_0_are_an_error_saying_they_start_at_1(broken, tmp_path):
+    """``tessera run`` showed rank 0, and a step after it that reduces or fuses by rank took it for the best."""
+    with pytest.raises(OperatorError) as err:
+        flow(tmp_path, ("flip", "mylab.enumerate", {})).run(["honey bees", "opera"])
+    assert (err.value.step, err.value.op) == ("flip", "mylab.enumerate")
+    assert err.value.message == ("transform wrote 'rank' 0: ranks start at 1 within each qid (enumerate(rows, "
+                                 "start=1)); operators.tables.set_ranking numbers them")
+    flipped = flow(tmp_path, ("flip", "mylab.enumerate", {"start": 1})).run(["honey bees", "opera"])
+    assert flipped.table.column("rank").to_pylist() == [1, 2, 1]  # opera finds one document
