@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,13 +30,13 @@ def script(name: str, *args: str) -> subprocess.CompletedProcess:
 def test_a_size_of_zero_or_less_is_refused_in_one_line(name, args, says):
     done = script(name, *args)
     assert done.returncode == 2 and done.stderr.strip().endswith(f"{name}: error: {says}"), done.stderr
-    assert "Traceback" not in done.stderr
+    assert TRACEBACK not in done.stderr
 
 
 @pytest.mark.process
 def test_an_index_that_is_not_there_is_one_line_not_a_traceback(tmp_path):
     done = script("document_listing.py", "--index", str(tmp_path / "nowhere"))
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and TRACEBACK not in done.stderr, done.stderr
     assert done.stderr.strip().startswith(f"document_listing.py: error: no index at {tmp_path / 'nowhere'}")
 
 

@@ -12,6 +12,8 @@ from typing import Callable
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 #: Seconds a stop may take at most here (a stop that waits for the whole job takes minutes).
 PROMPT_S = 60.0
 
@@ -45,7 +47,7 @@ def assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float,
     said = "tessera: interrupted; what was committed stays: to resume, run the same command again: tessera " \
         if resume else "tessera: interrupted"
     assert lines[-1].startswith(said) if resume else lines[-1] == said, lines
-    assert not [line for line in lines if "Traceback" in line or "terminate called" in line
+    assert not [line for line in lines if TRACEBACK in line or "terminate called" in line
                 or "Exception ignored" in line], lines
     assert sum(line.startswith("tessera:") for line in lines) == 1, lines
     assert seconds < PROMPT_S, (seconds, lines)

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.flows.test_cli import assert_one_line_error, tessera_in_process, tessera_process
+from tests.text_checks import TRACEBACK
 
 SPEC = """name: small_rag
 steps:
@@ -140,7 +141,7 @@ def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_mode
     assert fault_models.bodies == []
     assert json.loads(proc.stdout)["not_asked"].startswith("the question has 20004 characters")
     assert "the question has 20004 characters, over the limit of 10000 for a query" in proc.stderr
-    assert "ask a shorter one" in proc.stderr and "Traceback" not in proc.stderr
+    assert "ask a shorter one" in proc.stderr and TRACEBACK not in proc.stderr
 
 
 def test_an_unknown_command_is_said_and_not_asked(fault_models, spec, tmp_path, tessera):

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from operators.registry import all_operators
+from tests.text_checks import TRACEBACK
 
 REPO = Path(__file__).resolve().parents[2]
 QUERIES = REPO / "data" / "sample" / "queries.jsonl"
@@ -89,7 +90,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> s
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("tessera: error: ") and "Traceback" not in proc.stderr
+    assert lines[0].startswith("tessera: error: ") and TRACEBACK not in proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]

@@ -8,6 +8,7 @@ from importlib.metadata import version
 import pytest
 
 from flows.commands import main
+from tests.text_checks import TRACEBACK
 
 
 def _usage_error(capsys, argv: list[str]) -> str:
@@ -109,7 +110,7 @@ def test_debug_is_taken_before_the_command_and_after_a_command_group(capsys, tmp
     capsys.readouterr()
     assert main(["flows", "show", "no-such-flow"]) == 2  # without --debug: one line
     plain = capsys.readouterr().err
-    assert "Traceback" not in plain and plain.startswith("tessera: error:"), plain
+    assert TRACEBACK not in plain and plain.startswith("tessera: error:"), plain
     for argv in (["--debug", "flows", "show", "no-such-flow"], ["flows", "show", "no-such-flow", "--debug"]):
         assert main(argv) == 2
         err = capsys.readouterr().err

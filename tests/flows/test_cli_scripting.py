@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
 SCRIPT = Path(sys.executable).parent / "tessera"
@@ -58,7 +60,7 @@ def tessera(monkeypatch, capsys):
 
 def one_error(err: str, *needles: str) -> str:
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tessera: error: ") and "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("tessera: error: ") and TRACEBACK not in err, err
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
@@ -253,7 +255,7 @@ def test_a_signal_while_the_output_is_written_leaves_no_temporary_file(home, tmp
     if rc == 0:
         pytest.skip("the write finished before the signal arrived")
     assert rc == status, err
-    assert "Traceback" not in err
+    assert TRACEBACK not in err
     assert os.listdir(folder) == []  # neither a temporary file nor a partial output
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
 #: Runs ``main(argv)`` after wrapping ``MODULE.NAME`` so that its first call sends SIGNAL to this process
@@ -67,7 +69,7 @@ def _ingest_args(index: Path) -> list[str]:
 
 
 def _no_traceback(proc: subprocess.CompletedProcess) -> None:
-    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert TRACEBACK not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.process

@@ -9,6 +9,7 @@ import json
 import shutil
 
 from tests.flows.test_cli import tessera_in_process
+from tests.text_checks import TRACEBACK
 
 
 def test_index_list_shows_each_index_and_what_is_wrong_with_the_broken_ones(tmp_path, monkeypatch, capsys):
@@ -28,7 +29,7 @@ def test_index_list_shows_each_index_and_what_is_wrong_with_the_broken_ones(tmp_
     proc = tessera_in_process(monkeypatch, capsys, "index", "list", home=home)
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["cut", "good", "lost"], proc.stdout
-    assert lines[0].startswith("cut   not usable: unreadable manifest ") and "Traceback" not in proc.stderr
+    assert lines[0].startswith("cut   not usable: unreadable manifest ") and TRACEBACK not in proc.stderr
     assert lines[1] == "good  1 shard(s), 2 live chunk(s)"
     assert lines[2].startswith("lost  not usable: ") and "holds 1 shard folder(s) but no manifest.json" in lines[2]
 

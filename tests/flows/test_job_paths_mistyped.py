@@ -12,6 +12,8 @@ from typing import Callable
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,7 +32,7 @@ def error_line(flows_run_in_job) -> Callable[..., str]:
     def line(*args: str, cwd: Path, home: Path, runtime_env: dict | None = None) -> str:
         proc = flows_run_in_job(*args, cwd=cwd, home=home, runtime_env=runtime_env)
         lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and len(lines) == 1 and TRACEBACK not in proc.stderr, proc.stderr
         return lines[0]
 
     return line

@@ -15,6 +15,7 @@ import pytest
 
 from flows.model_check import MissingModelsError, check_models
 from flows.spec import FlowSpec
+from tests.text_checks import TRACEBACK
 
 # every test builds its checkpoints with torch (a cross-encoder, a ColBERT model): make test, not make test-fast
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def test_index_add_refuses_an_encoder_that_is_not_an_embedding_model(home, tmp_p
     assert main(["index", "add", str(tmp_path / "index"), str(docs), "--encoder", model]) == 2
     err = capsys.readouterr().err
     assert f"is here but is {kind}" in err and "not the sentence embedding model this step needs" in err
-    assert str(home / "models" / model) in err and "Traceback" not in err
+    assert str(home / "models" / model) in err and TRACEBACK not in err
     assert not (tmp_path / "index").exists()  # nothing was created
     assert main(["index", "add", str(tmp_path / "index"), str(docs), "--encoder", "all-MiniLM-L6-v2"]) == 0
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
 
 
@@ -74,7 +76,7 @@ def test_a_model_of_another_kind_is_refused_before_any_step_runs(tmp_path, monke
     status, err = run_spec(tmp_path, monkeypatch, capsys, index, steps)
     assert status == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tessera: error: ") and "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("tessera: error: ") and TRACEBACK not in err, err
     for words in says:
         assert words in err, err
     assert ran_nothing(tmp_path)

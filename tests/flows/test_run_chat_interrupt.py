@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 #: The command in a process of its own, SIGINT to itself when the embedded model's call begins.
 DRIVER = """
@@ -74,7 +76,7 @@ def test_ctrl_c_stops_a_run_inside_the_prompt_evaluation(tmp_path):
     assert report["n_tokens"] == 0, proc.stderr  # aborted inside the prompt's evaluation
     assert _said(proc) == ["tessera: cancelling (Ctrl-C again to abort)",
                            "tessera: cancelled: step 'answer': interrupted (Ctrl-C)"], proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert TRACEBACK not in proc.stderr and proc.stdout == ""
 
 
 def test_ctrl_c_stops_a_chat_inside_the_prompt_evaluation(tmp_path):

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.flows.test_cli_scripting import one_error, spec, tessera  # noqa: F401 - fixtures
+from tests.text_checks import TRACEBACK
 
 
 @pytest.mark.parametrize("name, body, said", [
@@ -96,7 +97,7 @@ def test_control_characters_of_a_query_are_shown_not_sent_to_the_terminal(tmp_pa
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"_id": "q1", "text": "honey\x00bees\x1b[31m"}) + "\n")
     status, out, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
-    assert status == 0 and "Traceback" not in err
+    assert status == 0 and TRACEBACK not in err
     assert "\x1b" not in out and "\x00" not in out
     assert "q1: honey\\x00bees\\x1b[31m" in out
 

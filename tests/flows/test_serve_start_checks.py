@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.flows.conftest import app_args_checked_in_process
+from tests.text_checks import TRACEBACK
 
 from flows.commands import main
 
@@ -232,7 +233,7 @@ def test_a_value_serve_refuses_is_one_line_naming_it(tmp_path, capsys, edit, fie
         assert main(["serve", "--config", str(path), "--print-config"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tessera: error: field '{field}': ") and words in err, err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and TRACEBACK not in err
     assert shipped_config_status == 0
 
 

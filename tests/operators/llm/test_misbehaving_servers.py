@@ -11,6 +11,7 @@ from flows.spec import FlowSpec
 from operators.llm import LLMError, complete
 from operators.registry import create
 from operators.testing import sample_queries, sample_results
+from tests.text_checks import TRACEBACK
 
 QUESTION = "Which insects make honey from the nectar of flowers, and how do they store it in the hive?"
 
@@ -196,7 +197,7 @@ def test_a_reply_not_in_openais_shape_says_which_part_without_a_traceback_or_war
     reason = answer.drain_metadata()["q1"]["degraded"]["reason"]
     assert reason.endswith("): the server's reply is not a completion in OpenAI's shape (Message.content: Input "
                            "should be a valid string)"), reason
-    assert "Traceback" not in reason and out.select(table.column_names).equals(table)
+    assert TRACEBACK not in reason and out.select(table.column_names).equals(table)
     assert not [w for w in seen if "serializer" in str(w.message)], [str(w.message) for w in seen]
 
 

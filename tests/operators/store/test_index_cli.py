@@ -10,6 +10,7 @@ import pytest
 
 from flows.commands import main
 from operators.store import Index
+from tests.text_checks import TRACEBACK
 
 
 def _write(path, docs):
@@ -86,7 +87,7 @@ def test_documents_numeric_options_are_refused_in_the_other_commands_words(tmp_p
     with pytest.raises(SystemExit) as exited:  # argparse's usage error, before the index is opened
         main(["index", "documents", str(tmp_path / "idx"), option, value])
     err = capsys.readouterr().err
-    assert exited.value.code == 2 and err.rstrip().endswith(said) and "Traceback" not in err
+    assert exited.value.code == 2 and err.rstrip().endswith(said) and TRACEBACK not in err
 
 
 def test_documents_shows_an_id_holding_a_newline_escaped_on_its_own_row(tmp_path, capsys):
