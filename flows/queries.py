@@ -18,7 +18,7 @@ Only ``qid`` (as a string) and ``query`` are kept, and a JSONL record's ``messag
 conversation before the question, OpenAI-style ``[{role, content}, ...]``, kept as JSON text
 in a ``messages`` column for ``query.contextualize`` and ``retrieve.messages``: follow-up
 questions). Anything that is not an existing
-file and does not look like a file name (no whitespace, a known suffix) is a literal
+file and does not look like a file name (``looks_like_path``: no whitespace, a known suffix or a ``/``) is a literal
 query with qid ``1``; several literal queries (``read_query_texts``) are numbered ``1``, ``2``...
 """
 
@@ -51,12 +51,28 @@ TEXT_FIELDS = ("query", "text")
 
 
 def looks_like_path(source: str) -> bool:
-    """Whether ``source`` names a file, not a query: a Windows path too, with spaces (``C:\\Users\\me\\My
-    Documents\\q.tsv``) or no suffix (``C:\\data\\scifact``), which was searched for as a query's text."""
+    """Whether ``source`` is taken for a file's or folder's name, not a query's text: a Windows path, with spaces
+    (``C:\\Users\\me\\My Documents\\q.tsv``) or no suffix (``C:\\data\\scifact``); no whitespace, and a queries
+    file's suffix or a folder separator; or, whitespace and all, a path from a folder (``/``, ``~/``, ``./``,
+    ``../``) to such a suffix or a separator, or one that is there: ``/home/Zoë Smith/queries.jsonl`` and
+    ``"my data/beir/"`` were searched as a query's text, the file or folder unread."""
     text = source.strip()
-    return bool(text) and (windows_path(text) is not None or not any(ch.isspace() for ch in text) and (
-        text.lower().endswith(QUERY_SUFFIXES) or os.sep in text
-    ))
+    if text and windows_path(text) is not None:
+        return True
+    named = text.lower().endswith(QUERY_SUFFIXES) or os.sep in text
+    if not text or not named:
+        return False
+    if not any(ch.isspace() for ch in text):
+        return True
+    return text.startswith(("/", "~/", "./", "../")) and text.lower().endswith((*QUERY_SUFFIXES, os.sep)) or \
+        _is_there(text)
+
+
+def _is_there(text: str) -> bool:
+    try:
+        return os.path.lexists(os.path.expanduser(text))
+    except (OSError, ValueError):  # a name too long for a path; a NUL in it
+        return False
 
 
 def read_queries(source: str | Path) -> pa.Table:
