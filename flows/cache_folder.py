@@ -76,7 +76,7 @@ def is_cache_dir(root: Path) -> bool:
     if not database.is_file() or holds_other_files(root):
         return False
     try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+        with sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True) as conn:  # ?, # and % quoted
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError:
         return False

@@ -111,3 +111,16 @@ def test_reading_a_cache_whose_last_run_left_its_wal_file_changes_nothing_in_it(
     assert StepCache(copy).summary()["units"] == 2
     assert StepCache(copy).explain("words")[0]["step"] == "words"
     assert stored() == before and (copy / "index.sqlite-shm").exists()
+
+
+def test_a_cache_from_before_markers_in_a_folder_named_with_uri_characters_is_cleared(tmp_path):
+    """Its database was opened as ``file:PATH?mode=ro``: SQLite read a ``?`` or ``#`` in the folder's name as the
+    URI's query or fragment and ``%20`` as a space, so ``tessera cache clear`` refused the cache as no step cache, and
+    made an empty database beside it (``a?b/index.sqlite`` opened ``a``, writable)."""
+    for name in ("a?b", "c#d", "e%20f"):
+        root = tmp_path / name / "cache"
+        _stored_cache(root)
+        (root / MARKER).unlink()  # a cache made before markers
+        assert StepCache(root).clear() and not root.exists(), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b", "c#d", "e%20f"]
+
