@@ -12,11 +12,34 @@ from pathlib import Path
 from operators.home import tessera_home
 
 
+def sqlite_url(path: str | Path) -> str:
+    """The SQLAlchemy URL of the SQLite file ``path``, whatever its folders' names: SQLAlchemy ends the file's path
+    at a ``?`` (the URL's query) and decodes ``%XX``, so ``sqlite:///`` + a path under ``/srv/what?`` opened
+    ``/srv/what``, and one under ``/srv/100%25`` opened ``/srv/100%``. Those two are quoted, the rest (spaces,
+    letters such as ``ë``) kept as written, so the URL reads as the path."""
+    return "sqlite:///" + str(path).replace("%", "%25").replace("?", "%3F")
+
+
+def sqlite_file(url: str) -> str | None:
+    """The SQLite file a SQLAlchemy URL names (quoted as ``sqlite_url`` quotes it), None for another database, an
+    in-memory one or a ``file:`` URI."""
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - no URL: the settings' check says so
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database
+
+
 def default_task_store_url(home: str | Path | None = None) -> str:
     """The SQLAlchemy URL of ``$TESSERA_HOME/tasks.db`` (absolute; ``TESSERA_HOME`` is read now, not at import), or
     of ``home``'s: an application's own ``TESSERA_HOME`` (its ``runtime_env``), which the service will use."""
     folder = Path(home).expanduser() if home else tessera_home()
-    return f"sqlite:///{(folder / 'tasks.db').resolve()}"
+    return sqlite_url((folder / "tasks.db").resolve())
 
 
 def app_home(application: dict) -> str | None:
@@ -31,14 +54,9 @@ def absolute_task_store_url(url: str) -> str:
     directory), where the config is read: the start check expanded ``sqlite:///~/tasks.db`` to the home folder while
     the service opened ``./~/tasks.db`` under its Ray worker's working directory, and a relative path was opened
     there too, not where ``tessera serve`` ran. Other URLs are returned as they are."""
-    import sqlalchemy as sa
-
-    try:
-        parsed = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - no URL: the settings' check says so
-        return url
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+    database = sqlite_file(url)
+    if database is None:
         return url
     absolute = str(Path(database).expanduser().resolve())
-    return url if absolute == database else parsed.set(database=absolute).render_as_string(hide_password=False)
+    query = url.partition("?")[2]  # the file's own ? is quoted: the first one starts the URL's query
+    return url if absolute == database else sqlite_url(absolute) + (f"?{query}" if query else "")

@@ -18,19 +18,17 @@ from typing import IO, Any
 
 from flows.commands._support import CliError
 
-SQLITE = "sqlite:///"
-
 
 def sqlite_stores(config: dict[str, Any]) -> list[Path]:
     """The SQLite files of the config's task stores (``args.service.task_store``, else ``tasks.db`` in the
     application's ``TESSERA_HOME``: its ``runtime_env``'s, else this process's)."""
-    from flows.task_store_url import app_home, default_task_store_url
+    from flows.task_store_url import app_home, default_task_store_url, sqlite_file
 
     urls = [str((application.get("args") or {})["service"].get("task_store")
                 or default_task_store_url(app_home(application)))
             for application in config.get("applications") or []
             if (application.get("args") or {}).get("service") is not None]
-    return list(dict.fromkeys(Path(url[len(SQLITE):]) for url in urls if url.startswith(SQLITE)))
+    return list(dict.fromkeys(Path(file) for url in urls if (file := sqlite_file(url)) is not None))
 
 
 def hold_task_stores(config: dict[str, Any]) -> list[IO[str]]:
