@@ -99,7 +99,8 @@ def test_index_info_on_an_interrupted_first_ingest_says_the_command_that_resumes
     assert json.loads((staging / "index_settings.json").read_text())["dense"] is False
 
     proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(index), home=home, check=None)
-    command = (f"tessera ingest --source {corpus} --index {index} --shard-size 2 --no-dense")
+    command = shlex.join(["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "2",
+                          "--no-dense"])  # a path to paste, quoted where it holds a space
     line = assert_one_line_error(proc, f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted",
                                  f"resumes it: {command}")
     assert "build one" not in line

@@ -4,6 +4,7 @@ text column. Real files in tmp_path, BM25 only (no model loads), through ``inges
 
 from __future__ import annotations
 
+import shlex
 import gzip
 import os
 import json
@@ -100,8 +101,8 @@ def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingeste
     assert "the rest goes on" not in caplog.text  # "the rest goes on", where nothing else was there to go on
     err = capsys.readouterr().err  # an error line on stderr, its command to paste on one line
     assert f"tessera: error: no document was ingested: all 2 failed (the first: {broken}, line 2: " in err
-    assert f"; why: {tmp_path / 'idx2'}/failures.jsonl; fix them, then: tessera ingest --index {tmp_path / 'idx2'} " \
-        "--retry-failed)\n" in err
+    assert f"; why: {tmp_path / 'idx2'}/failures.jsonl; fix them, then: tessera ingest --index " \
+        f"{shlex.quote(str(tmp_path / 'idx2'))} --retry-failed)\n" in err  # a command to paste: quoted
 
 
 def test_a_value_that_does_not_fit_its_column_is_a_failure_of_its_row(tmp_path):

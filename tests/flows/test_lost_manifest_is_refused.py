@@ -8,6 +8,7 @@ refusals run in this process (``flows.commands.main``, what the console script c
 
 from __future__ import annotations
 
+import shlex
 import io
 import os
 import subprocess
@@ -135,8 +136,9 @@ def test_ctrl_c_in_the_first_commit_leaves_no_manifest_without_its_shard(tmp_pat
         said = in_process(*command, home=home, monkeypatch=monkeypatch, capsys=capsys)
         assert said.returncode == 2 and len(said.stderr.strip().splitlines()) == 1, said.stderr
         assert f"no index at {index} yet: its first ingestion, of {corpus}, was interrupted" in said.stderr
-        assert said.stderr.rstrip().endswith(f"resumes it: tessera ingest --source {corpus} --index {index} "
-                                             "--shard-size 48 --no-dense"), said.stderr
+        assert said.stderr.rstrip().endswith("resumes it: " + shlex.join(
+            ["tessera", "ingest", "--source", str(corpus), "--index", str(index), "--shard-size", "48", "--no-dense"])
+        ), said.stderr
     # in Python, the call that resumes it, not a shell command to translate (a resume without the settings made a
     # dense index of a BM25 one); run as it is said, or the CLI's command
     call = f"flows.api.ingest({str(corpus)!r}, {str(index)!r}, shard_size=48, settings={{'dense': False}})"

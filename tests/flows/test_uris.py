@@ -14,11 +14,12 @@ from operators.errors import SpecError
 
 
 def test_a_file_uri_is_its_local_path(tmp_path):
-    with uris.local_input(f"file://{tmp_path}/q.jsonl", "queries") as path:
+    folder = tmp_path.as_uri()  # a URI's path percent-encoded, where the folder's name holds a space or an ë
+    with uris.local_input(f"{folder}/q.jsonl", "queries") as path:
         assert path == f"{tmp_path}/q.jsonl"
-    with uris.local_output(f"file://{tmp_path}/r.parquet", "out") as path:
+    with uris.local_output(f"{folder}/r.parquet", "out") as path:
         assert path == f"{tmp_path}/r.parquet"
-    assert uris.local_path(f"file://{tmp_path}/idx", "index") == f"{tmp_path}/idx"
+    assert uris.local_path(f"{folder}/idx", "index") == f"{tmp_path}/idx"
     with uris.local_input("data/sample/queries.jsonl", "queries") as path:  # a plain path is left alone
         assert path == "data/sample/queries.jsonl"
 
@@ -79,8 +80,9 @@ def test_a_glob_in_a_source_uri_is_refused_as_a_glob_not_as_no_file_matching(tmp
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     (tmp_path / "corpusA.jsonl").write_text('{"_id": "a", "text": "honey bees"}\n')
     index = tmp_path / "idx"
-    status = main(["ingest", "--source", f"file://{tmp_path}/corpus*.jsonl", "--index", str(index), "--no-dense"])
+    folder = tmp_path.as_uri()
+    status = main(["ingest", "--source", f"{folder}/corpus*.jsonl", "--index", str(index), "--no-dense"])
     err = capsys.readouterr().err
-    assert status == 2 and "a URI names one file or folder, not a glob" in err and f"(file://{tmp_path}/)" in err
+    assert status == 2 and "a URI names one file or folder, not a glob" in err and f"({folder}/)" in err
     assert not index.exists()
-    assert main(["ingest", "--source", f"file://{tmp_path}/", "--index", str(index), "--no-dense", "--quiet"]) == 0
+    assert main(["ingest", "--source", f"{folder}/", "--index", str(index), "--no-dense", "--quiet"]) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import json
 
 import numpy as np
@@ -48,8 +49,8 @@ def test_add_update_delete_and_info(tmp_path, sample_docs, capsys):
     assert main(["index", "delete", idx, *(f"--doc-id={d['_id']}" for d in docs[10:35])]) == 0
     capsys.readouterr()
     assert main(["index", "info", idx]) == 0
-    assert f"28 tombstone(s), 13 live (most are deleted: `tessera index compact {idx}` drops them)" in \
-        capsys.readouterr().out
+    compact = shlex.join(["tessera", "index", "compact", str(idx)])
+    assert f"28 tombstone(s), 13 live (most are deleted: `{compact}` drops them)" in capsys.readouterr().out
 
 
 def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_path, sample_docs, capsys):
@@ -466,7 +467,8 @@ def test_update_of_no_index_names_index_add_of_its_file(tmp_path, capsys):
     docs = _write(tmp_path / "a.jsonl", [{"_id": "d1", "text": "bees"}])
     assert main(["index", "update", str(tmp_path / "nope"), docs]) == 2
     err = capsys.readouterr().err
-    assert f"no index at {tmp_path / 'nope'}" in err and f"`tessera index add {tmp_path / 'nope'} {docs}`" in err, err
+    add = shlex.join(["tessera", "index", "add", str(tmp_path / "nope"), str(docs)])  # to paste: quoted paths
+    assert f"no index at {tmp_path / 'nope'}" in err and f"`{add}`" in err, err
     assert "tessera ingest --source FILE" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "nope").exists()
 
