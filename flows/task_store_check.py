@@ -34,10 +34,10 @@ def connect_args(url: sa.URL) -> dict[str, Any]:
 def shown_url(url: str) -> str:
     """``url`` with its password masked (as is, when it is no URL SQLAlchemy reads); a SQLite file's path as written
     (SQLAlchemy's own rendering shows ``/home/Zoë`` as ``/home/Zo%C3%AB``)."""
-    from flows.task_store_url import sqlite_file, sqlite_url
+    from flows.sqlite_urls import sqlite_file, with_query
 
     if (file := sqlite_file(url)) is not None:
-        return sqlite_url(file) + (f"?{query}" if (query := url.partition("?")[2]) else "")
+        return with_query(url, file)
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except sa.exc.ArgumentError:

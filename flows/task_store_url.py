@@ -9,30 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.sqlite_urls import sqlite_file, sqlite_url, with_query
 from operators.home import tessera_home
-
-
-def sqlite_url(path: str | Path) -> str:
-    """The SQLAlchemy URL of the SQLite file ``path``, whatever its folders' names: SQLAlchemy ends the file's path
-    at a ``?`` (the URL's query) and decodes ``%XX``, so ``sqlite:///`` + a path under ``/srv/what?`` opened
-    ``/srv/what``, and one under ``/srv/100%25`` opened ``/srv/100%``. Those two are quoted, the rest (spaces,
-    letters such as ``ë``) kept as written, so the URL reads as the path."""
-    return "sqlite:///" + str(path).replace("%", "%25").replace("?", "%3F")
-
-
-def sqlite_file(url: str) -> str | None:
-    """The SQLite file a SQLAlchemy URL names (quoted as ``sqlite_url`` quotes it), None for another database, an
-    in-memory one or a ``file:`` URI."""
-    import sqlalchemy as sa
-
-    try:
-        parsed = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - no URL: the settings' check says so
-        return None
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return database
 
 
 def default_task_store_url(home: str | Path | None = None) -> str:
@@ -58,5 +36,4 @@ def absolute_task_store_url(url: str) -> str:
     if database is None:
         return url
     absolute = str(Path(database).expanduser().resolve())
-    query = url.partition("?")[2]  # the file's own ? is quoted: the first one starts the URL's query
-    return url if absolute == database else sqlite_url(absolute) + (f"?{query}" if query else "")
+    return url if absolute == database else with_query(url, absolute)

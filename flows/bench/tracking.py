@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from flows.bench.errors import BenchError
+from flows.sqlite_urls import sqlite_file, sqlite_url
 
 if TYPE_CHECKING:
     from flows.bench.results import BenchResult
@@ -39,7 +40,19 @@ def metric_name(measure: str) -> str:
 
 
 def default_uri(out: Path) -> str:
-    return f"sqlite:///{(Path(out).resolve() / STORE_FILE).as_posix()}"
+    """``<out>/mlflow.db``'s URL, its path quoted where it holds ``%``, ``?`` or ``#`` (``flows.sqlite_urls``): the
+    database and its artifacts went beside ``--out`` (``/data/run #1`` wrote ``/data/run ``). Such a URL names its
+    driver, ``sqlite+pysqlite:``, the same store: MLflow makes a ``sqlite:///`` store's folders from the URL's text,
+    quotes and all, so ``/data/run %231`` was made, empty, beside ``/data/run #1``."""
+    path = (Path(out).resolve() / STORE_FILE).as_posix()
+    url = sqlite_url(path)
+    return url if url == f"sqlite:///{path}" else url.replace("sqlite:", "sqlite+pysqlite:", 1)
+
+
+def _database(uri: str) -> str | None:
+    """The SQLite file of a ``sqlite:`` URI, as SQLAlchemy (MLflow's store) reads it; None for any other store.
+    ``urlparse`` ended it at a ``#`` and left ``%XX`` undecoded, so the lock and the artifacts went elsewhere."""
+    return sqlite_file(uri) if urlparse(uri).scheme.split("+")[0] == "sqlite" else None
 
 
 def store_path(uri: str | None) -> str | None:
@@ -48,9 +61,8 @@ def store_path(uri: str | None) -> str | None:
     if not uri:
         return None
     parsed = urlparse(uri)
-    if parsed.scheme == "sqlite":
-        database = parsed.path[1:]  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
-        return None if database in ("", ":memory:") else database
+    if parsed.scheme.split("+")[0] == "sqlite":
+        return _database(uri)  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
     if parsed.scheme == "file":
         return parsed.path or None
     return uri if parsed.scheme == "" else None
@@ -82,7 +94,7 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         logging.getLogger(name).setLevel(logging.WARNING)
     if parsed.scheme in ("http", "https"):
         _check_reachable(uri, parsed)
-    if parsed.scheme == "sqlite":
+    if parsed.scheme.split("+")[0] == "sqlite":
         _check_writable(uri)
     try:
         from mlflow.tracking import MlflowClient
@@ -107,9 +119,10 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
 def _check_writable(uri: str) -> None:
     """Refuse a SQLite store whose folder cannot be written, at once: MLflow retries creating its engine for about
     100 s, printing a warning each time, before it fails."""
-    path = Path(uri.split(":///", 1)[1]) if ":///" in uri else None
-    if path is None or str(path) in ("", ":memory:"):
+    database = _database(uri)
+    if database is None:
         return
+    path = Path(database)
     folder = path.parent
     while not folder.exists() and folder != folder.parent:  # made by MLflow: the first folder that is there counts
         folder = folder.parent
@@ -143,9 +156,8 @@ def _first_open_lock(uri: str):
     """For a SQLite store, hold ``<db>.lock`` (``flock``) while the store is opened: MLflow creates and migrates a
     new database on first open, and two benchmarks doing that at once race (``duplicate column name``); the
     experiment's creation races the same way. Other stores (servers, databases) do their own locking."""
-    parsed = urlparse(uri)
-    database = parsed.path[1:]
-    if parsed.scheme != "sqlite" or database in ("", ":memory:"):
+    database = _database(uri)
+    if database is None:
         yield
         return
     try:
@@ -189,9 +201,8 @@ def _follow_moved_store(database: Path, root: str) -> None:
 
 def _artifact_root(uri: str) -> str | None:
     """Beside a SQLite file: ``mlartifacts/`` (so a store is one folder); elsewhere MLflow's own choice."""
-    parsed = urlparse(uri)
-    database = parsed.path[1:]  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
-    if parsed.scheme != "sqlite" or database in ("", ":memory:"):
+    database = _database(uri)
+    if database is None:
         return None
     return (Path(database).resolve().parent / "mlartifacts").as_uri()
 

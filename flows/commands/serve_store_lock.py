@@ -22,7 +22,8 @@ from flows.commands._support import CliError
 def sqlite_stores(config: dict[str, Any]) -> list[Path]:
     """The SQLite files of the config's task stores (``args.service.task_store``, else ``tasks.db`` in the
     application's ``TESSERA_HOME``: its ``runtime_env``'s, else this process's)."""
-    from flows.task_store_url import app_home, default_task_store_url, sqlite_file
+    from flows.sqlite_urls import sqlite_file
+    from flows.task_store_url import app_home, default_task_store_url
 
     urls = [str((application.get("args") or {})["service"].get("task_store")
                 or default_task_store_url(app_home(application)))
