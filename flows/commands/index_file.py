@@ -4,6 +4,7 @@ the index takes, each refusal one line naming the file and its line."""
 from __future__ import annotations
 
 import contextlib
+import shlex
 from typing import Iterator
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ def check_readable(file: str, encoding: str | None = None) -> None:
         raise CliError(f"cannot read {file}: {why}; nothing was written", field="FILE")
     if file != "-" and Path(file).is_dir():
         raise CliError(f"{file} is a folder; FILE is one JSON Lines file of documents (to add a folder's files, "
-                       f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
+                       f"ingest it: tessera ingest --source {shlex.quote(file)} --index ...)", field="FILE")
     if file != "-" and not Path(file).exists():
         raise CliError(f"no such file: {file}", field="FILE")
     if file != "-" and Path(file).is_file():  # not a pipe: opening one would wait for its writer
@@ -40,7 +41,7 @@ def check_readable(file: str, encoding: str | None = None) -> None:
             raise CliError(f"cannot read {file}: {err.strerror or err}; nothing was written", field="FILE") from None
     if (kind := _other_format(file)) is not None:  # read as JSON lines, a Parquet file was "not UTF-8: give --encoding"
         raise CliError(f"{file} is a {kind} file; FILE is one JSON Lines file of documents (to add a {kind} file's "
-                       f"documents, ingest it: tessera ingest --source {file} --index ...)", field="FILE")
+                       f"documents, ingest it: tessera ingest --source {shlex.quote(file)} --index ...)", field="FILE")
 
 
 def _other_format(file: str) -> str | None:

@@ -173,7 +173,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.replace and report.shards_total and report.shards_skipped == report.shards_total:  # a resume's no-op
         print(f"tessera: warning: nothing was replaced: every shard of this source was committed to {report.index} "
               "before, so the run found nothing to do; to replace the index's copies with these documents: "
-              f"tessera index update {report.index} FILE.jsonl", file=sys.stderr, flush=True)
+              f"tessera index update {shlex.quote(str(report.index))} FILE.jsonl", file=sys.stderr, flush=True)
     try:
         prepared = None if nothing else _prepare_query_encoder(report.index)
     except KeyboardInterrupt:  # run_handler says interrupted (or terminated) with the status

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -109,8 +110,8 @@ def not_a_folder(path: Path) -> str | None:
     if os.path.isfile(path):
         if path.name == MANIFEST:
             return f"{path} is an index's manifest, not the index: give its folder {path.parent}"
-        return (f"{path} is a file, not an index folder; to index it: `tessera ingest --source {path} --index NAME` "
-                f"(in Python: flows.api.ingest({str(path)!r}, NAME))")
+        return (f"{path} is a file, not an index folder; to index it: `tessera ingest --source "
+                f"{shlex.quote(str(path))} --index NAME` (in Python: flows.api.ingest({str(path)!r}, NAME))")
     for parent in path.parents:  # the nearest one that exists: a file, or a device (TESSERA_HOME=/dev/null)
         if os.path.exists(parent):
             return None if os.path.isdir(parent) else f"{path} is under the file {parent}, not in a folder"
@@ -261,7 +262,8 @@ def read_manifest(path: Path) -> Manifest:
             raise IndexNotFoundError(f"no index at {path}: {under}")
         if others := foreign_entries(path):  # a folder of documents given as the index: ingest it, elsewhere
             raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({entries_named(others)}; "
-                                     f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
+                                     f"no {MANIFEST}); to index them: `tessera ingest --source "
+                                     f"{shlex.quote(str(path))} --index NAME`")
         if (first := unfinished_first_ingest(path)) is not None:  # not "build one": one was begun, and resumes
             raise UnfinishedFirstIngestError(path, *first)
         hint = "" if path.exists() else " (the directory does not exist)"
@@ -272,8 +274,8 @@ def read_manifest(path: Path) -> Manifest:
         named = not path.exists() and path.parent == tessera_home() / "indices"  # a name: maybe one mistyped
         listed = "; `tessera index list` lists the indices there" if named else ""
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
-                                 f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))"
-                                 f"{listed}")
+                                 f"--source FILE --index {shlex.quote(str(path))}` (in Python: "
+                                 f"flows.api.ingest(FILE, {str(path)!r})){listed}")
     try:
         raw = _read_json(file)
     except FileNotFoundError:  # replaced between the check and the read

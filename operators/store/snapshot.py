@@ -11,6 +11,7 @@ position from the generation that was searched, even if a commit lands in betwee
 
 from __future__ import annotations
 
+import shlex
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -52,8 +53,8 @@ def load(shards_dir, manifest: Manifest, loaded: dict, *, verify: bool) -> "Snap
         shards.append(sh)
         live.append(shard_io.live_mask(manifest, info.id, len(sh)))
     if damaged:
-        err = shard_io.damaged_error(shards_dir.parent, damaged, f"; `tessera index info {shards_dir.parent}` "
-                                     "checks every shard")
+        checks = shlex.join(["tessera", "index", "info", str(shards_dir.parent)])
+        err = shard_io.damaged_error(shards_dir.parent, damaged, f"; `{checks}` checks every shard")
         err.damaged = damaged
         raise err
     return Snapshot(manifest=manifest, shards=shards, live=live)

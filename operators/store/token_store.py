@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -352,8 +353,9 @@ def open_token_store(path: str | os.PathLike, model: Any, *, doc_maxlen: int, te
                                  title_column=title_column)
         if store is None:
             raise TokenStoreError(f"index {path} has no ColBERT token store for this model and doc_maxlen "
-                                  f"{doc_maxlen} (key {key}); build it with `tessera ingest --index {path} "
-                                  "--colbert MODEL` or operators.store.token_store.build_token_store")
+                                  f"{doc_maxlen} (key {key}); build it with `tessera ingest --index "
+                                  f"{shlex.quote(str(path))} --colbert MODEL` or "
+                                  "operators.store.token_store.build_token_store")
         return store
     index_dir = path.parent.parent
     index = _open_index(index_dir) if path.parent.name == STORE_DIR and (index_dir / "manifest.json").is_file() \

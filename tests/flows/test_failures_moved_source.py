@@ -139,7 +139,8 @@ def test_index_info_names_a_source_where_it_moved_with_the_home_and_resumes_it_t
     [source] = data["sources"]
     assert (source["source"], source["recorded"], source["there"]) == (here, str(old / "corpus" / "docs.jsonl"), True)
     [unfinished] = data["unfinished_ingestions"]
-    assert unfinished["resume"].startswith(f"tessera ingest --source {here} --index {new / 'indices' / 'idx'}")
+    assert unfinished["resume"].startswith(
+        shlex.join(["tessera", "ingest", "--source", str(here), "--index", str(new / "indices" / "idx")]))
     code, out = ingest(capsys, *shlex.split(unfinished["resume"])[2:])
     assert code == 0, out
     assert "20 docs -> " in out and "(1 already done)" in out

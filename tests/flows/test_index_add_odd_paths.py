@@ -8,6 +8,7 @@ commands run in this process (``flows.commands.main``, what the console script c
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,8 @@ def test_a_file_a_manifest_or_a_path_under_a_file_is_refused_before_embedding(tm
     manifest.write_text("{}")
     for command in (add, ingest):
         line = command(one_line_error, str(corpus), docs)
-        assert f"{corpus} is a file, not an index folder; to index it: `tessera ingest --source {corpus}" in line, line
+        assert f"{corpus} is a file, not an index folder; to index it: `tessera ingest --source " \
+            f"{shlex.quote(str(corpus))}" in line, line
     assert f"{manifest} is an index's manifest, not the index: give its folder {manifest.parent}" in \
         add(one_line_error, str(manifest), docs)
     for command in (add, ingest):
@@ -107,7 +109,8 @@ def test_run_and_index_info_call_a_corpus_file_a_file_and_offer_it_as_the_source
     for args in (["run", "hybrid", "--index", str(docs), "--queries", "honey bees"], ["index", "info", str(docs)]):
         line = one_line_error(*args)
         assert f"{docs} is a file, not an index folder" in line, line
-        assert f"tessera ingest --source {docs} --index NAME" in line and f"--index {docs}`" not in line, line
+        assert f"tessera ingest --source {shlex.quote(str(docs))} --index NAME" in line, line
+        assert f"--index {docs}`" not in line, line
 
 
 def test_a_folder_given_as_the_documents_file_is_called_a_folder_not_missing(tmp_path, docs, one_line_error):
@@ -116,7 +119,8 @@ def test_a_folder_given_as_the_documents_file_is_called_a_folder_not_missing(tmp
     for command in ("add", "update"):
         line = one_line_error("index", command, str(idx), str(tmp_path))
         assert line.endswith(f"field 'FILE': {tmp_path} is a folder; FILE is one JSON Lines file of documents (to add "
-                             f"a folder's files, ingest it: tessera ingest --source {tmp_path} --index ...)"), line
+                             f"a folder's files, ingest it: tessera ingest --source {shlex.quote(str(tmp_path))} "
+                             "--index ...)"), line
     from operators.store import Index
 
     assert len(Index.open(idx)) == 1
@@ -136,7 +140,8 @@ def test_a_file_of_another_format_than_json_lines_is_named_by_its_format(tmp_pat
     for command in ("add", "update"):
         line = one_line_error("index", command, str(idx), str(file))
         assert line.endswith(f"field 'FILE': {file} is a {kind} file; FILE is one JSON Lines file of documents (to "
-                             f"add a {kind} file's documents, ingest it: tessera ingest --source {file} --index ...)")
+                             f"add a {kind} file's documents, ingest it: tessera ingest --source "
+                             f"{shlex.quote(str(file))} --index ...)")
     from operators.store import Index
 
     assert Index.open(idx).live_doc_ids() == {"d1"}

@@ -44,7 +44,7 @@ def test_index_info_on_a_folder_of_documents_says_to_ingest_it_into_another_inde
         (docs / name).write_text("honey bees")
     proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(docs), home=tmp_path / "home", check=None)
     line = assert_one_line_error(proc, f"no index at {docs}: it is a folder of other files ({entries}; no manifest",
-                                 f"tessera ingest --source {docs} --index NAME")
+                                 f"tessera ingest --source {shlex.quote(str(docs))} --index NAME")
     assert f"--index {docs}`" not in line
 
 

@@ -3,6 +3,7 @@ not as a missing index whose advice would ingest into that file."""
 
 from __future__ import annotations
 
+import shlex
 import pytest
 
 from operators.store import Index, IndexNotFoundError
@@ -14,7 +15,7 @@ def test_a_corpus_file_opened_as_an_index_is_called_a_file_and_offered_as_a_sour
     with pytest.raises(IndexNotFoundError) as err:
         Index.open(corpus)
     assert f"{corpus} is a file, not an index folder" in err.value.message
-    assert f"tessera ingest --source {corpus} --index NAME" in err.value.message
+    assert f"tessera ingest --source {shlex.quote(str(corpus))} --index NAME" in err.value.message
     assert f"--index {corpus}" not in err.value.message  # never advice to ingest into the corpus file
 
 
