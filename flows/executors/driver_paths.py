@@ -40,4 +40,4 @@ def _here(value: str) -> bool:
     path = os.path.expanduser(value)
     if not path.strip() or os.path.isabs(path) or "://" in path:
         return False
-    return bool(glob.glob(path, recursive=True)) if glob.has_magic(path) else os.path.exists(path)
+    return os.path.exists(path) or glob.has_magic(path) and bool(glob.glob(path, recursive=True))

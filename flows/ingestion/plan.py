@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -101,14 +100,14 @@ def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str,
     """The source operator and params for a ``--source`` path: by suffix for a file or a glob, by the files it
     holds for a folder (its own files: sources read no subfolders); a path that is not there, or any other name,
     is refused. A folder's files that are not read are named in a warning, unless ``quiet``."""
-    from operators.sources.paths import denied
+    from operators.sources.paths import denied, is_glob
 
     path = Path(source).expanduser()
     if "://" not in str(source) and (why := denied(str(source))) is not None:  # an internal PermissionError before
         raise IngestError(f"cannot read source='{source}': {why}", field="source")
     if path.is_dir():
         return _folder_read(source, path, quiet)
-    magic = glob.has_magic(str(source))
+    magic = is_glob(str(source))
     if not magic and "://" not in str(source) and not path.exists():
         windows = windows_path(str(source))
         raise IngestError(f"cannot read source='{source}': " + (f"no such file or folder, {windows}" if windows else

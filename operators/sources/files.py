@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 from pathlib import Path
@@ -20,7 +19,7 @@ from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
 from operators.sources.jsonl import SUFFIXES as JSONL_SUFFIXES
 from operators.sources.parquet import SUFFIXES as PARQUET_SUFFIXES
-from operators.sources.paths import once_each, resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
+from operators.sources.paths import is_glob, once_each, resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
 from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
@@ -87,7 +86,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             warn_dangling(named, self)
             found = once_each(sorted(p for p in named if p.is_file()), path, self)  # a link to a file beside it: once
             folders = sorted(p for p in named if p.is_dir())
-        elif glob.has_magic(str(path)):
+        elif is_glob(str(path)):
             found = resolve_paths(self.params.path, op=self)
         else:
             [file] = resolve_paths(self.params.path, op=self)  # a missing file is an error naming it

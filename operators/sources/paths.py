@@ -18,9 +18,19 @@ from operators.sources.link_loops import safe_glob
 logger = logging.getLogger("tessera.sources")
 
 
+def is_glob(pattern: str) -> bool:
+    """Whether ``pattern`` is read as a glob: it has a wildcard (``*``, ``?``, ``[``) and is no file or folder that
+    is there. A file named ``docs [v2].jsonl`` was read as the glob it spells, which matches ``docs 2.jsonl`` and
+    never itself: ``no file matches it``, where the file was."""
+    return glob.has_magic(pattern) and not os.path.lexists(os.path.expanduser(pattern))
+
+
 def glob_stem(pattern: str) -> tuple[Path, tuple[str, ...]]:
     """``pattern``'s folders before its first wildcard part (``.`` when it starts with one; the whole path when
-    it has none) and its parts from that wildcard on (none for a plain path); ``~`` expanded."""
+    it has none, or is a file or folder that is there: ``is_glob``) and its parts from that wildcard on (none for a
+    plain path); ``~`` expanded."""
+    if not is_glob(pattern):
+        return Path(os.path.expanduser(pattern)), ()
     parts = Path(os.path.expanduser(pattern)).parts
     fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
     return (Path(*parts[:fixed]) if fixed else Path(".")), parts[fixed:]
@@ -60,7 +70,7 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
         if folders:
             missing += f" ('{subfolder_glob(pattern, suffixes)}' reads its {len(folders)} subfolder(s) too)"
             warn_subfolders(pattern, folders, suffixes)
-    elif glob.has_magic(str(path)):
+    elif is_glob(str(path)):
         named = [Path(p) for p in safe_glob(str(path), op)]
         missing = f"no file matches '{pattern}' (working directory {os.getcwd()})"
     elif path.is_file():
