@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -58,7 +59,7 @@ def test_a_missing_index_says_how_to_build_one_and_that_works(tmp_path, monkeypa
     with pytest.raises(IndexNotFoundError) as err:
         Index.open(missing)
     said = str(err.value)
-    assert "Index.create" not in said and f"tessera ingest --source FILE --index {missing}" in said
+    assert "Index.create" not in said and f"tessera ingest --source FILE --index {shlex.quote(str(missing))}" in said
     call = re.search(r"flows\.api\.(ingest\(FILE, '[^']+'\))", said).group(1)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d1", "title": "Bee", "text": "Honey bees make honey."}) + "\n")
