@@ -19,7 +19,7 @@ help:
 
 # The virtual environment, created once.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	"$(PYTHON)" -m venv "$(VENV)"
 
 venv: $(BIN)/python
 
