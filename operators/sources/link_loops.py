@@ -24,13 +24,29 @@ logger = logging.getLogger("tessera.sources")
 _warned: set[str] = set()
 
 
+def literal_folders(pattern: str) -> int:
+    """How many leading parts of ``pattern`` (split at ``os.sep``) are a folder that is there with a wildcard in its
+    name (``notes [draft]/*.md``): they are that folder, where a glob's ``[draft]`` matched ``notes d`` and never
+    it, so its files were 'no file matches it'. 0 where none is."""
+    parts = pattern.split(os.sep)
+    return next((n for n in range(len(parts) - 1, 0, -1)
+                 if glob.has_magic(head := os.sep.join(parts[:n])) and os.path.isdir(head)), 0)
+
+
 def safe_glob(pattern: str, op: Any = None) -> list[str]:
     """``glob.glob(pattern, recursive=True)``, without going round link loops, for a pattern with one ``**`` part
-    and no wildcard before it; any other pattern is ``glob.glob``'s."""
+    and no wildcard before it; any other pattern is ``glob.glob``'s. Leading folders that are there with a
+    wildcard in their names are matched as themselves (``literal_folders``)."""
     parts = pattern.split(os.sep)
-    doubles = [i for i, part in enumerate(parts) if part == "**"]
-    if len(doubles) != 1 or any(glob.has_magic(part) for part in parts[:doubles[0]]):
-        return glob.glob(pattern, recursive=True)
+    fixed = literal_folders(pattern)
+    if fixed:
+        parts = [glob.escape(os.sep.join(parts[:fixed])), *parts[fixed:]]
+        fixed = 1
+    doubles = [i for i, part in enumerate(parts) if part == "**" and i >= fixed]
+    if len(doubles) != 1 or any(glob.has_magic(part) for part in parts[fixed:doubles[0]]):
+        return glob.glob(os.sep.join(parts), recursive=True)
+    if fixed:  # the walk below lists the folder itself: its name as it is
+        parts[0] = os.sep.join(pattern.split(os.sep)[:literal_folders(pattern)])
     at = doubles[0]
     stem = os.sep.join(parts[:at]) or ("" if at == 0 else os.sep)
     rest = parts[at + 1:] or ["*"]

@@ -27,12 +27,14 @@ def is_glob(pattern: str) -> bool:
 
 def glob_stem(pattern: str) -> tuple[Path, tuple[str, ...]]:
     """``pattern``'s folders before its first wildcard part (``.`` when it starts with one; the whole path when
-    it has none, or is a file or folder that is there: ``is_glob``) and its parts from that wildcard on (none for a
-    plain path); ``~`` expanded."""
+    it has none, or is a file or folder that is there: ``is_glob``; a leading folder that is there with a wildcard in
+    its name is one of them) and its parts from that wildcard on (none for a plain path); ``~`` expanded."""
     if not is_glob(pattern):
         return Path(os.path.expanduser(pattern)), ()
     parts = Path(os.path.expanduser(pattern)).parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    literal = next((n for n in range(len(parts) - 1, 0, -1)  # a folder that is there, wildcards and all
+                    if glob.has_magic(str(Path(*parts[:n]))) and Path(*parts[:n]).is_dir()), 0)
+    fixed = next((i for i, part in enumerate(parts) if i >= literal and glob.has_magic(part)), len(parts))
     return (Path(*parts[:fixed]) if fixed else Path(".")), parts[fixed:]
 
 

@@ -46,3 +46,18 @@ def test_a_folder_named_with_a_wildcard_is_that_folder(home, tmp_path, capsys):
         capsys.readouterr().err
     [doc_id] = Index.open(index).live_doc_ids()
     assert "bees" in doc_id and "other" not in doc_id
+
+
+@pytest.mark.parametrize("pattern", ["*.md", "**/*.md"])
+def test_a_glob_inside_a_folder_named_with_a_wildcard_reads_its_files(home, tmp_path, pattern, capsys):
+    folder = tmp_path / "notes [draft]"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "bees.md").write_text("# Bees\n\nHoney bees make honey.\n")
+    (folder / "sub" / "wasps.md").write_text("# Wasps\n\nWasps make paper.\n")
+    (tmp_path / "notes d").mkdir()  # what '[draft]' would match, as a glob
+    (tmp_path / "notes d" / "other.md").write_text("# Other\n\nNot this one.\n")
+    index = tmp_path / "idx"
+    assert main(["ingest", "--source", f"{folder}/{pattern}", "--index", str(index), "--no-dense", "--quiet"]) == 0, \
+        capsys.readouterr().err
+    ids = Index.open(index).live_doc_ids()
+    assert len(ids) == (2 if pattern.startswith("**") else 1) and not any("other" in i for i in ids), ids
