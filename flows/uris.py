@@ -46,10 +46,25 @@ def filesystem(value: str, field: str) -> tuple[Any, str]:
     import pyarrow.fs as pafs
 
     check_scheme(value, field)
+    if (local := file_uri_path(value)) is not None:
+        return pafs.LocalFileSystem(), local
     try:
         return pafs.FileSystem.from_uri(value)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise SpecError(f"--{field} '{value}': {err}", field=field) from None
+
+
+def file_uri_path(value: str) -> str | None:
+    """A ``file://`` URI's path, ``%XX`` decoded and the rest as written; None for another URI or host. pyarrow's
+    parser refused a space or an ``ë`` in it ("syntax error at character"), and ended the path at a ``#`` or ``?``
+    without a word: ``--out 'file:///data/run #1/r.parquet'`` wrote ``/data/run `` (a file URI has no fragment
+    or query to give)."""
+    from urllib.parse import unquote
+
+    if value[:7].lower() != "file://":
+        return None
+    host, slash, path = value[7:].partition("/")
+    return unquote(slash + path) if slash and host.lower() in ("", "localhost") else None
 
 
 def local_path(value: str | None, field: str) -> str | None:

@@ -127,8 +127,9 @@ def handle(args: argparse.Namespace) -> int:
     from flows.model_check import MissingModelsError
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type",))
+    local = uris.file_uri_path(args.source) if uris.is_uri(args.source) else args.source
     glob = args.source is not None and any(ch in args.source for ch in "*?[") and not os.path.lexists(
-        os.path.expanduser(args.source))  # a file named 'docs [v2].jsonl' is that file
+        os.path.expanduser(local or ""))  # a file named 'docs [v2].jsonl' is that file
     if glob and uris.is_uri(args.source):  # read as a file of that name, it said "no file matches"
         raise CliError(f"--source '{args.source}': a URI names one file or folder, not a glob; give the folder "
                        f"({args.source.rsplit('/', 1)[0]}/), or the glob as a local path", field="--source")
