@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from flows.spec import FlowSpec
 from flows.specfile import MAX_DEPTH, nesting_depth
+from flows.sqlite_urls import sqlite_file, with_query
 from operators.errors import one_line
 from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
@@ -149,7 +150,8 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> str:
     """``value`` as the absolute place it is opened from, or a 422 unless that lies under ``data_roots``: a relative
     path the first of the working directory and the repository where it exists (``retrieve.corpus_bm25``'s order), or
     both when neither has it. The glob part of a pattern (``docs/*.jsonl``) may not climb out with ``..``."""
-    path = value.removeprefix("sqlite:///")
+    database = sqlite_file(value) if value.startswith("sqlite:") else None  # the file as SQLAlchemy opens it:
+    path = value if database is None else database  # %2F decoded ('..%2F..%2Fetc' opened /etc, checked as a name)
     if "://" in path or path.startswith("sqlite:") or "\x00" in path:
         raise _not_allowed(value, field, "a URL of this kind is not read by this service")
     stem, rest = glob_stem(path)
@@ -161,7 +163,10 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> str:
         if not under(place.resolve(), data_roots):
             raise _not_allowed(value, field, "it is outside the folders this service reads files from "
                                "(args.service.data_roots)")
-    return value if stem.is_absolute() else value[:len(value) - len(path)] + str(places[0].joinpath(*rest))
+    if stem.is_absolute():
+        return value
+    absolute = places[0].joinpath(*rest)
+    return str(absolute) if database is None else with_query(value, absolute)
 
 
 def under(path: Path, roots: list[str]) -> bool:

@@ -129,6 +129,18 @@ def test_a_step_may_not_read_files_outside_the_data_roots(service, step):
     assert error.param == f"steps.read.params.{name}" and "cannot be read" in error.message
 
 
+@pytest.mark.parametrize("escape", ["..%2F..%2F..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fsecrets.db",
+                                    "%2E%2E/%2E%2E/%2E%2E/%2E%2E/%2E%2E/%2E%2E/%2E%2E/%2E%2E/etc/secrets.db"])
+def test_a_sqlite_url_may_not_climb_out_of_a_data_root_by_its_quoting(service, escape):
+    """SQLAlchemy decodes a URL's %2F and %2E: the check read '..%2F..%2Fetc%2Fsecrets.db' under data/sample as
+    one file's name there, and the source opened /etc/secrets.db."""
+    from serve.indices.index_roots import REPO
+
+    url = f"sqlite:///{REPO / 'data' / 'sample'}/{escape}"
+    error = files_refused(service, {"op": "sources.sql", "params": {"url": url, "table": "t"}})
+    assert error.param == "steps.read.params.url" and "outside the folders this service reads" in error.message
+
+
 def test_the_bundled_sample_and_configured_data_roots_are_readable(service, tmp_path):
     from serve.indices.index_roots import REPO
 
