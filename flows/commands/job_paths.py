@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,16 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
         if value and not path(option, value).is_absolute():
             raise CliError(f"{option} '{value}' is relative: in a Ray job it would be written {relative_lands()}; "
                            "give an absolute path the cluster can write "
-                           f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
+                           f"(on a local cluster: {option} {under_pwd(value)})", field=option.lstrip("-"))
     for option, value in inputs.items():
         if value and not path(option, value).is_absolute() and not path(option, value).exists():
             raise CliError(_missing_input(option, value, job_has_working_dir()), field=option.lstrip("-"))
+
+
+def under_pwd(value: str) -> str:
+    """``value`` under ``$PWD`` as a shell reads it: ``"$PWD/my data.jsonl"``; a name with a character that double
+    quotes do not keep (``"``, ``$``, a backquote, ``\\``) is quoted on its own: ``"$PWD"/'say "hi".jsonl'``."""
+    return f'"$PWD"/{shlex.quote(value)}' if any(ch in value for ch in '"$`\\') else f'"$PWD/{value}"'
 
 
 def relative_lands() -> str:
@@ -82,7 +89,7 @@ def relative_lands() -> str:
 
 def _missing_input(option: str, value: str, uploaded: bool) -> str:
     """Why a relative input is not where a job reads it, and what to give instead."""
-    absolute = f'give an absolute path the cluster can read (on a local cluster: {option} "$PWD/{value}")'
+    absolute = f"give an absolute path the cluster can read (on a local cluster: {option} {under_pwd(value)})"
     if not uploaded:  # no copy of anything: the job reads where `ray start` ran (README, section 3)
         return (f"{option} '{value}' is not in {os.getcwd()}, where this Ray job runs: it was submitted without a "
                 "working directory, so a relative path is read from the folder `ray start` ran in on the node that "

@@ -81,3 +81,19 @@ def test_without_a_working_dir_a_relative_input_that_is_there_is_read(job_copy, 
     line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/queries.jsonl",
                       cwd=job_copy, home=tmp_path / "home", runtime_env=NO_WORKING_DIR)
     assert "no index at" in line and "--queries" not in line, line
+
+
+@pytest.mark.process  # the shell that reads the advice back
+@pytest.mark.parametrize("name", ['say "hi".parquet', "$HOME.parquet", "my results.parquet"])
+def test_the_pwd_advice_is_a_path_the_shell_reads_back(job_copy, tmp_path, error_line, name):
+    """It wrote ``--out "$PWD/say "hi".parquet"``: the shell ended the quotes at the name's own and expanded its ``$``,
+    so the pasted path was another one."""
+    import shlex
+    import subprocess
+
+    line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/queries.jsonl",
+                      "--out", name, cwd=job_copy, home=tmp_path / "home", runtime_env=NO_WORKING_DIR)
+    advice = line.split("(on a local cluster: --out ", 1)[1].removesuffix(")")
+    said = subprocess.run(["bash", "-c", f"printf %s {advice}"], cwd=job_copy, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nowhere"}).stdout
+    assert said == f"{job_copy}/{name}", (advice, shlex.quote(said))
