@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DOC = REPO / "docs" / "cluster.md"  # "A local cluster"; the README links there (it held this block once)
 
@@ -67,7 +69,7 @@ def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path, flows_
     proc = run_in_job("demo", "--index", ".tessera/indices/sample", "--queries", "data/sample/queries.jsonl",
                       cwd=job_copy, home=tmp_path / "home")
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and len(lines) == 1 and TRACEBACK not in proc.stderr, proc.stderr
     assert "--index '.tessera/indices/sample' is not in this Ray job's copy of the working directory" in lines[0]
     assert "git-ignored" in lines[0] and '--index "$PWD/.tessera/indices/sample"' in lines[0]
     outside = flows_run_in_job("demo", "--index", "../indices/sample", "--queries", "data/sample/queries.jsonl",
@@ -130,5 +132,5 @@ def test_the_documented_job_command_runs_as_written_on_a_local_cluster(ray_head,
     assert failed.returncode != 0
     status, logs = next(v for k, v in ray_head.job_logs().items() if k != job_id)
     errors = [line for line in logs.splitlines() if line.startswith("tessera: ")]
-    assert status == "FAILED" and "Traceback" not in logs and len(errors) == 1, logs
+    assert status == "FAILED" and TRACEBACK not in logs and len(errors) == 1, logs
     assert "git-ignored" in errors[0] and "core_worker" not in logs

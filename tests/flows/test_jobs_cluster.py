@@ -16,6 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 # The module's cluster starts inside its first test's time: more than the suite's 600 s on a loaded machine.
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -77,7 +79,7 @@ def test_an_unsupported_scheme_fails_the_job_in_one_line(ray_head, outputs):
                           "--out ftp://host/results.parquet", REPO)
     status, logs = ray_head.wait(job)
     errors = [line for line in logs.splitlines() if line.startswith("tessera: ")]
-    assert status == "FAILED" and "Traceback" not in logs and len(errors) == 1, logs[-3000:]
+    assert status == "FAILED" and TRACEBACK not in logs and len(errors) == 1, logs[-3000:]
     assert "field '--out'" in errors[0] and "'ftp://' is not supported" in errors[0]
 
 

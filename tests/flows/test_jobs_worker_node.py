@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +48,7 @@ def cluster(ray_cluster_tools, tmp_path_factory, bm25_index):
 def error_line(head, entrypoint: str) -> str:
     status, logs = head.wait(head.submit(entrypoint, REPO))
     errors = [line for line in logs.splitlines() if line.startswith("tessera: ")]
-    assert status == "FAILED" and "Traceback" not in logs and len(errors) == 1, logs[-3000:]
+    assert status == "FAILED" and TRACEBACK not in logs and len(errors) == 1, logs[-3000:]
     return errors[0]
 
 

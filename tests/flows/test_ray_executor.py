@@ -30,6 +30,7 @@ from ray import cloudpickle  # noqa: E402
 from flows.executors.ray_data import RayDataExecutor  # noqa: E402
 pytest.register_assert_rewrite("tests.flows.ray_flows")  # its asserts say what differs, as a test module's do
 from tests.flows.ray_flows import BRANCHES, LINEAR, RESULTS, assert_same, flow_by_hand  # noqa: E402
+from tests.text_checks import TRACEBACK  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]  # the session's local Ray (conftest)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -278,7 +279,7 @@ def test_a_failing_step_on_ray_is_the_local_executors_one_line(tmp_path):
         errors.append(err.value)
     local, ray_ = errors
     assert type(ray_) is MissingColumnsError and (ray_.step, ray_.op) == ("words", "analyze.word_count")
-    assert str(ray_) == str(local) and "\n" not in str(ray_) and "Traceback" not in str(ray_)
+    assert str(ray_) == str(local) and "\n" not in str(ray_) and TRACEBACK not in str(ray_)
 
 
 def test_an_os_error_on_a_worker_names_its_file(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.flows.test_ray_after_shutdown import script_with_its_own_ray
+from tests.text_checks import TRACEBACK
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,5 +48,5 @@ def test_a_process_exiting_while_its_ray_run_goes_stops_the_run_before_ray(tmp_p
     assert outcome in ("run: FlowCancelled step 'slow': Ray is shutting down",
                        "run: FlowCancelled Ray is shutting down"), outcome
     for said in ("not the main thread", "Connecting to existing Ray cluster", "Started a local Ray instance",
-                 "Ray is not initialized", "Traceback", "core worker has already been shutdown"):
+                 "Ray is not initialized", TRACEBACK, "core worker has already been shutdown"):
         assert said not in done.stderr, done.stderr[-3000:]

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = '''
@@ -104,4 +106,4 @@ def test_sigterm_to_a_script_whose_ray_run_goes_ends_it_as_ray_does():
     # had seen 15 only; Tessera's part is the rest: no traceback, no FlowCancelled, Ray's note alone
     assert status in (signal.SIGTERM, 1, -signal.SIGABRT), (status, lines[-60:])
     assert len(lines) < 15 and "SIGTERM received" in lines[0], lines[-60:]  # Ray's own note of the signal, alone
-    assert not [line for line in lines if "FlowCancelled" in line or "Traceback" in line], lines[-60:]
+    assert not [line for line in lines if "FlowCancelled" in line or TRACEBACK in line], lines[-60:]

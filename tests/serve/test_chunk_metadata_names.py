@@ -12,6 +12,7 @@ import requests
 from flows.ingestion.column_types import OWN_COLUMNS
 from operators.metadata_columns import is_metadata_name
 from tests.serve.conftest import api_on_localhost
+from tests.text_checks import TRACEBACK
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_a_chunker_column_as_metadata_is_a_422_naming_it(base, name):
     error = answer.json()["error"]
     assert error["param"] == f"documents.0.metadata.{name}" and f"documents.0.metadata.{name}: " in error["message"]
     assert f"'{name}'" in error["message"], error
-    assert "Traceback" not in answer.text
+    assert TRACEBACK not in answer.text
 
 
 def test_every_column_the_ingest_writes_itself_is_refused_as_a_metadata_name():

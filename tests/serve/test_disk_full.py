@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_checks import TRACEBACK
+
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +86,7 @@ def test_writes_the_disk_refuses_are_507s_and_lose_nothing(tmp_path):
         assert "nothing of this request was stored" in error["message"] and str(tmp_path) not in error["message"]
     assert "the task store could not be written" in out["said"]["enqueue"]["body"]["error"]["message"]
     assert "a file of the service could not be written" in out["said"]["upload"]["body"]["error"]["message"]
-    assert "Traceback" not in done.stdout
+    assert TRACEBACK not in done.stdout
     assert out["after"]["status"] == "finished" and out["after"]["result"]["data"][0]["docno"] == "bees#0"
     assert out["saved"] == 201  # the disk takes writes again: the same request succeeds
     home = tmp_path / "home"

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import requests
 
+from tests.text_checks import TRACEBACK
+
 SURROGATE = "\ud83d"  # half of an emoji: JSON can carry it ("\\ud83d"), UTF-8 and tokenizers cannot
 
 
@@ -24,7 +26,7 @@ def assert_openai_error(response: requests.Response, status: int) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
-    assert "Traceback" not in response.text and "File \"" not in response.text
+    assert TRACEBACK not in response.text and "File \"" not in response.text
     return body["error"]
 
 
@@ -290,7 +292,7 @@ def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog
     with caplog.at_level(logging.ERROR, logger="tessera.serve"):
         failure = server_error("model 'm' (deployment 'm')", err, code="model_error")
     assert failure.status == 500 and "model 'm'" in failure.message and "request id" in failure.message
-    assert "Traceback" not in failure.message and "pid" not in failure.message
+    assert TRACEBACK not in failure.message and "pid" not in failure.message
     assert caplog.records and caplog.records[0].exc_info[1] is err
 
 
@@ -381,7 +383,7 @@ def test_a_model_failure_over_a_handle_becomes_a_short_500(serve_app):
         asyncio.run(call())
     assert err.value.status == 500 and err.value.code == "model_error"
     assert "all-MiniLM-L6-v2" in err.value.message and "request id" in err.value.message
-    assert len(err.value.message) < 200 and "Traceback" not in err.value.message
+    assert len(err.value.message) < 200 and TRACEBACK not in err.value.message
 
 
 @pytest.mark.ray

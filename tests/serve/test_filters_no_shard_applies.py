@@ -20,6 +20,7 @@ from serve.http.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost, run_search
+from tests.text_checks import TRACEBACK
 
 
 #: How the failing pre-filter on the undecodable ``region`` is named: the condition as written, the value's type,
@@ -242,5 +243,5 @@ def test_tessera_run_says_it_in_one_line_naming_the_filter(mixed, tmp_path, caps
     status = main(["run", str(spec), "--index", index, "-q", "honey", "--no-cache", "--quiet"])
     err = capsys.readouterr().err
     assert status == 2 and len(err.strip().splitlines()) == 1, err
-    assert "field 'params.filter'" in err and UTF8 in err and "Traceback" not in err, err
+    assert "field 'params.filter'" in err and UTF8 in err and TRACEBACK not in err, err
     assert not ARROW_EXPRESSION.search(err), err

@@ -19,6 +19,7 @@ from operators.api_keys import key_hash
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost
+from tests.text_checks import TRACEBACK
 
 ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
 
@@ -73,7 +74,7 @@ def assert_only_bobs_flow_is_left(base: str) -> None:
 
 
 def assert_clean(response: httpx.Response, home_marker: str = "/home/") -> None:
-    assert "Traceback" not in response.text and home_marker not in response.text, response.text
+    assert TRACEBACK not in response.text and home_marker not in response.text, response.text
 
 
 def test_a_flow_deleted_while_it_is_read_is_a_404(base, deleted_once_found):

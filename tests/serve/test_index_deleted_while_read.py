@@ -18,6 +18,7 @@ import pytest
 from operators.store import Index
 from serve.indices import indices as indices_module
 from tests.serve.conftest import api_on_localhost, uploaded_index
+from tests.text_checks import TRACEBACK
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def assert_gone(response: httpx.Response, deletes: list[httpx.Response], param: 
     assert response.status_code == 404, response.text
     error = response.json()["error"]
     assert (error["param"], error["code"]) == (param, "index_not_found"), error
-    assert "notes" in error["message"] and "Traceback" not in response.text
+    assert "notes" in error["message"] and TRACEBACK not in response.text
 
 
 def test_a_search_of_an_index_deleted_while_it_loads_its_shards_is_a_404(app, monkeypatch):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import requests
 
+from tests.text_checks import TRACEBACK
+
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
 ROUTES = ("/v1/search", "/task/run", "/task/enqueue")
@@ -26,7 +28,7 @@ def errors(base: str, steps: dict) -> list[tuple[int, dict]]:
     answers = [requests.post(base + route, json={"flow": {"steps": steps}, "query": "honey bees"}, timeout=120)
                for route in ROUTES]
     assert requests.get(f"{base}/tasks", timeout=30).json()["tasks"] == before
-    assert not any("Traceback" in answer.text for answer in answers)
+    assert not any(TRACEBACK in answer.text for answer in answers)
     return [(answer.status_code, answer.json().get("error")) for answer in answers]
 
 

@@ -22,6 +22,8 @@ import time
 import pytest
 import requests
 
+from tests.text_checks import TRACEBACK
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 APP, PREFIX, MODEL = "replica-loss", "/replica-loss", "loss-minilm"
@@ -89,7 +91,7 @@ def test_a_killed_replica_is_a_503_with_retry_after_then_serves_again(own_app):
     assert lost.headers["Retry-After"].isdigit()
     error = lost.json()["error"]
     assert error["code"] == "deployment_unavailable" and f"model '{MODEL}'" in error["message"]
-    assert "Traceback" not in lost.text
+    assert TRACEBACK not in lost.text
 
     # /healthz says so once Serve's controller has seen the replica die (a second or two), until a new one runs
     states: list[tuple[int, str | None]] = []

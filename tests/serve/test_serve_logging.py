@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from serve.http import errors
+from tests.text_checks import TRACEBACK
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_a_server_error_lands_in_the_replica_log_with_time_level_and_traceback(s
     assert error_line.split()[0] == "ERROR" and error_line.split()[1][:2] == "20"  # level, then the date
     assert "Traceback" in text and "RuntimeError: the store went away" in text
     assert "INFO" in text and "warmed up" in text
-    assert failure.status == 500 and "Traceback" not in failure.message
+    assert failure.status == 500 and TRACEBACK not in failure.message
 
 
 def test_outside_a_replica_nothing_changes():

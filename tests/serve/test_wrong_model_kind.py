@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import requests
 
+from tests.text_checks import TRACEBACK
+
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
 
@@ -38,5 +40,5 @@ def test_a_model_of_another_kind_is_a_422_naming_the_field(base, steps, field, c
         assert (error["param"], error["code"]) == (field, code), (route, error)
         for words in says:
             assert words in error["message"], (route, error["message"])
-        assert "Traceback" not in answer.text
+        assert TRACEBACK not in answer.text
     assert requests.get(f"{base}/tasks", timeout=30).json()["tasks"] == before  # nothing was queued
