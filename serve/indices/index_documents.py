@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.errors import one_line
+from operators.store.errors import passage_hint
 from serve.http.errors import ApiError
 
 
@@ -42,7 +43,8 @@ def document(index: Any, name: str, doc_id: str) -> dict[str, Any]:
         doc_id = _stored_form(doc_id, lambda form: bool(read.setdefault(form, index.passages_of(form, columns))))
         rows = read[doc_id]
     if not rows:
-        raise ApiError(404, f"index '{name}' has no document with the id '{one_line(doc_id, 60)}'", param="id",
+        hint = passage_hint([doc_id], index.live_doc_ids()) if index is not None else ""
+        raise ApiError(404, f"index '{name}' has no document with the id '{one_line(doc_id, 60)}'{hint}", param="id",
                        code="document_not_found")
     rows.sort(key=lambda row: (row.get("chunk_index") is None, row.get("chunk_index") or 0))
     first = rows[0]

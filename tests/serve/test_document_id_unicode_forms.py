@@ -74,3 +74,18 @@ def test_an_id_in_neither_of_two_stored_forms_is_a_409_naming_the_field(make_ser
         for doc_id in ids:  # nothing was deleted; each form is read back as given
             assert requests.get(f"{base}/v1/indices/notes/documents/{quote(doc_id, safe='')}",
                                 timeout=30).json()["id"] == doc_id
+
+
+def test_an_id_that_differs_only_in_case_is_a_404_naming_the_id_the_index_holds(make_service, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """``BEES.TXT`` for ``bees.txt`` (Windows and macOS match file names whatever their case): the 404 names the id
+    the index holds, as ``tessera index delete`` does."""
+    service = make_service()
+    _notes(service, tmp_path, monkeypatch, capsys)
+    with api_on_localhost() as base:
+        got = requests.get(f"{base}/v1/indices/notes/documents/BEES.TXT", timeout=30)
+        error = got.json()["error"]
+        assert got.status_code == 404 and error["code"] == "document_not_found" and error["param"] == "id", got.text
+        assert error["message"].endswith("(ids are case-sensitive: the index holds 'bees.txt' for 'BEES.TXT')")
+        missing = requests.get(f"{base}/v1/indices/notes/documents/wasps.txt", timeout=30).json()["error"]
+        assert missing["message"] == "index 'notes' has no document with the id 'wasps.txt'", missing
