@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from flows.query_limits import check_length as _check_length, max_query_chars
+from flows.query_paths import QUERY_SUFFIXES, looks_like_path
 from flows.results_file import write_results  # noqa: F401 - flows.queries.write_results, as documented
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
@@ -43,38 +44,9 @@ from operators.path_access import windows_path
 from operators.sources.encoding import save_as_utf8, wide_encoding
 from operators.unicode import blank, first_broken_text
 
-QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
-
 #: The names a queries file may give its qids and texts (a queries table named so is told the rename to qid, query).
 ID_FIELDS = ("qid", "_id", "query_id", "id")  # query_id: ir_datasets' name
 TEXT_FIELDS = ("query", "text")
-
-
-def looks_like_path(source: str) -> bool:
-    """Whether ``source`` is taken for a file's or folder's name, not a query's text: a Windows path, with spaces
-    (``C:\\Users\\me\\My Documents\\q.tsv``) or no suffix (``C:\\data\\scifact``); no whitespace, and a queries
-    file's suffix or a folder separator; or, whitespace and all, a ``file://``, ``s3://`` or ``gs://`` URI, a path
-    from a folder (``/``, ``~/``, ``./``, ``../``) to such a suffix or a separator, or one that is there:
-    ``/home/Zoë Smith/queries.jsonl`` and ``"my data/beir/"`` were searched as a query's text, the file unread."""
-    text = source.strip()
-    if text and windows_path(text) is not None:
-        return True
-    named = text.lower().endswith(QUERY_SUFFIXES) or os.sep in text
-    if not text or not named:
-        return False
-    if text.lower().startswith(("file://", "s3://", "gs://", "gcs://")):  # a URI, its path's spaces and all
-        return True
-    if not any(ch.isspace() for ch in text):
-        return True
-    return text.startswith(("/", "~/", "./", "../")) and text.lower().endswith((*QUERY_SUFFIXES, os.sep)) or \
-        _is_there(text)
-
-
-def _is_there(text: str) -> bool:
-    try:
-        return os.path.lexists(os.path.expanduser(text))
-    except (OSError, ValueError):  # a name too long for a path; a NUL in it
-        return False
 
 
 def read_queries(source: str | Path) -> pa.Table:
