@@ -20,17 +20,21 @@ from operators.tables import shown_columns
 CORE_COLUMN_TYPES = {"qid": pa.string(), "query": pa.string(), "docno": pa.string(), "text": pa.string(),
                      "score": pa.float64(), "rank": pa.int32()}
 _TEXT_COLUMNS = ("qid", "query", "docno", "text")
-_HOW_TO_WRITE = {"score": "pa.array(values, pa.float64())", "rank": "pa.array(values, pa.int32())",
-                 "text": "pa.array(values, pa.string())"}
+_RANKING_ROLES = ("score", "rank")
+_TYPE_NAMES = {pa.float64(): "float64", pa.int32(): "int32", pa.string(): "string"}
 
 
 def expected_column_type(column: str, role: str | None = None) -> pa.DataType | None:
-    """The type ``column`` must have: a core column's, or a ranking step's ``score_<step>``/``rank_<step>`` copy's
-    (unless the operator declares that name with another role); None when the data model leaves it open."""
+    """The type ``column`` must have: a core column's, a column declared with the ``score`` or ``rank`` role
+    (``{"ce_score": "score"}``: sorted, fused and cut by number like ``score``), or a ranking step's
+    ``score_<step>``/``rank_<step>`` copy's (unless declared with another role); None when the data model leaves it
+    open."""
     if column in CORE_COLUMN_TYPES:
         return CORE_COLUMN_TYPES[column]
-    for kind in ("score", "rank"):
-        if column.startswith(f"{kind}_") and role in (None, kind):
+    if role in _RANKING_ROLES:
+        return CORE_COLUMN_TYPES[role]
+    for kind in _RANKING_ROLES:
+        if column.startswith(f"{kind}_") and role is None:
             return CORE_COLUMN_TYPES[kind]
     return None
 
@@ -108,13 +112,30 @@ def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str |
             expected = expected_column_type(field.name, roles.get(field.name))
             if expected is None or field.type == expected:
                 continue
-        how = _HOW_TO_WRITE.get(field.name.split("_")[0], "pa.array(values, pa.string())")
-        ranking = " (operators.tables.set_ranking writes score and rank)" if expected in (pa.float64(), pa.int32()) \
-            else ""
-        batch = " (on an empty batch)" if out.num_rows == 0 else ""
-        return (f"transform wrote a column of another type than the data model's: '{field.name}' is {field.type}, "
-                f"expected {expected}{batch}; write it as {how}{ranking}")
+        return _wrong_type(field, expected, roles.get(field.name), out)
     return None
+
+
+def _wrong_type(field: pa.Field, expected: pa.DataType, role: str | None, out: pa.Table) -> str:
+    """The step's column of another type: what it wrote (with the first value where that shows the slip: a score
+    as text ``'0.93'``, a rank as ``1.0``), what the data model wants and the line that writes it so. No text
+    column's value is shown (a document's can be long or private)."""
+    name, kind = field.name, field.type
+    written, why = f"{kind}", ""
+    as_text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if expected != pa.string() and (as_text or pa.types.is_floating(kind) and pa.types.is_integer(expected)):
+        first = out.column(name).drop_null()
+        value = repr(first[0].as_py()) if len(first) else ""
+        written += f" ({value})" if value and len(value) <= 24 else ""
+        why = " (numbers as text sort '10' before '9')" if as_text else ""
+    ranking_name = name in _RANKING_ROLES or name.split("_")[0] in _RANKING_ROLES
+    declared = f" (declared with the role '{role}')" if role in _RANKING_ROLES and not ranking_name else ""
+    ranking = " (operators.tables.set_ranking writes score and rank)" if ranking_name and expected != pa.string() \
+        else ""
+    batch = " (on an empty batch)" if out.num_rows == 0 else ""
+    return (f"transform wrote a column of another type than the data model's: '{name}'{declared} is {written}, "
+            f"expected {expected}{batch}{why}; write it as pa.array(values, pa.{_TYPE_NAMES[expected]}())"
+            f"{ranking}")
 
 
 def table_hint(value: object) -> str:

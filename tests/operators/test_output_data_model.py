@@ -81,6 +81,26 @@ class Enumerator(Operator):
         return concat(groups) if groups else table
 
 
+class ModelScorer(Operator):
+    """Write a model's number per row in a column declared as a score (or a rank): the score as the model's reply
+    text, the rank as Python floats."""
+
+    name = "mylab.model_score"
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        role: str = Field("score", description="The role of the column written, model_<role>.")
+
+    def produces(self) -> dict[str, str]:
+        return {f"model_{self.params.role}": self.params.role}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        n = table.num_rows
+        values = [f"0.{93 - i}" for i in range(n)] if self.params.role == "score" else [i + 1.0 for i in range(n)]
+        return set_column(table, f"model_{self.params.role}", pa.array(values))
+
+
 class Inventor(Operator):
     """Add a row for a query it was not given (or, in row scope, a new query as query.expand does)."""
 
@@ -158,3 +178,19 @@ def test_ranks_numbered_from_0_are_an_error_saying_they_start_at_1(broken, tmp_p
                                  "start=1)); operators.tables.set_ranking numbers them")
     flipped = flow(tmp_path, ("flip", "mylab.enumerate", {"start": 1})).run(["honey bees", "opera"])
     assert flipped.table.column("rank").to_pylist() == [1, 2, 1]  # opera finds one document
+
+
+@pytest.mark.parametrize("role, written, expected", [
+    ("score", "string ('0.93')", "double (numbers as text sort '10' before '9'); write it as pa.array(values, "
+                                 "pa.float64())"),
+    ("rank", "double (1.0)", "int32; write it as pa.array(values, pa.int32())")])
+def test_a_column_declared_as_a_score_or_rank_written_as_text_or_floats_is_an_error_naming_it(broken, tmp_path, role,
+                                                                                             written, expected):
+    """A score column of the step's own name, written as text, ran on: postprocess.reduce by it kept '0.92' over
+    '0.100', a sort by text. It is refused at the step that wrote it, with the type and how to write it."""
+    with pytest.raises(OperatorError) as err:
+        flow(tmp_path, ("model", "mylab.model_score", {"role": role}),
+             ("top", "postprocess.reduce", {"k": 1, "rank_column": f"model_{role}"})).run(["honey bees", "opera"])
+    assert (err.value.step, err.value.op) == ("model", "mylab.model_score")
+    assert err.value.message == (f"transform wrote a column of another type than the data model's: 'model_{role}' "
+                                 f"(declared with the role '{role}') is {written}, expected {expected}")
