@@ -68,6 +68,7 @@ from operators import params as params_check
 # Role and SHARED_METADATA re-exported: they were defined here before operators.declarations and operators.step_notes
 from operators.declarations import Role, StepDeclarations  # noqa: F401
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
+from operators.failed_batch import failed_batch
 from operators.output_checks import output_breach, repeated_columns, returned_hint, table_hint, with_string_text
 from operators.raised_at import raised_at
 from operators.step_notes import SHARED_METADATA, StepNotes, StepRecording  # noqa: F401
@@ -232,9 +233,9 @@ class Operator(StepDeclarations, StepRecording):
             raise
         except FlowCancelled:
             raise
-        except Exception as err:  # add the step, and the line of the operator's code it came through
-            raise OperatorError(f"{type(err).__name__}: {err}{raised_at(err, type(self))}", op=self.name,
-                                step=self.step_id) from err
+        except Exception as err:  # add the step, the line of the operator's code it came through and the rows
+            raise OperatorError(f"{type(err).__name__}: {err}{raised_at(err, type(self))}{failed_batch(table)}",
+                                op=self.name, step=self.step_id) from err
         if isinstance(out, pa.Table):
             out = with_string_text(table, out)  # a plugin's large_string text: the data model's, cached or not
         self.check_output(table, out)

@@ -108,7 +108,8 @@ def test_an_exception_in_transform_names_the_plugins_line(raising, tmp_path):
     with pytest.raises(OperatorError) as err:
         flow(tmp_path, ("flag", "mylab.misnamed", {})).run("honey bees")
     at = line_of(RAISING, '["txt"]')
-    assert err.value.message == f"KeyError: 'txt' (at {PACKAGE}/raising.py:{at}, in transform)"
+    assert err.value.message == (f"KeyError: 'txt' (at {PACKAGE}/raising.py:{at}, in transform); its batch held "
+                                 "query '1'")
     assert (err.value.step, err.value.op) == ("flag", "mylab.misnamed")
 
 
@@ -116,7 +117,8 @@ def test_a_librarys_exception_names_the_line_of_the_plugins_own_code_that_called
     with pytest.raises(OperatorError) as err:
         flow(tmp_path, ("lower", "mylab.lowerer", {})).run("honey bees")
     at = line_of(HELPERS, "utf8_lower(3)")
-    assert err.value.message.endswith(f" (at {PACKAGE}/_helpers.py:{at}, in lowered)"), err.value.message
+    assert err.value.message.endswith(f" (at {PACKAGE}/_helpers.py:{at}, in lowered); its batch held query '1'"), \
+        err.value.message
 
 
 def test_a_failed_setup_names_the_plugins_line(raising, tmp_path):
