@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from flows import store as flow_store
@@ -28,6 +27,7 @@ from operators.json_tree import json_kind
 from serve.chat.chat_answer import Opened, model_failure, opened, sse, whole_answer  # noqa: F401 (re-exported)
 from serve.chat.chat_fields import StreamOptions, check_stop, no_logprobs, text_answers_only
 from serve.http.errors import ApiError
+from serve.http.event_stream import EventStream
 from serve.schemas import ModelCard, check_texts
 
 
@@ -257,7 +257,7 @@ async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> A
     events = engine_events(handle, card, request)
     if not request.stream:
         return await whole_answer(events, card)
-    return StreamingResponse(sse(await opened(events, card), card), media_type="text/event-stream")
+    return EventStream(sse(await opened(events, card), card))
 
 
 def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:

@@ -37,6 +37,7 @@ from serve.chat import chat, chat_flows, grounded
 from serve.http import client_gone
 from serve import service as svc
 from serve.http.errors import ApiError
+from serve.http.event_stream import EventStream
 from serve.chat.grounded import CohereDocument
 from serve.schemas import ModelCard
 
@@ -229,7 +230,7 @@ def _event(kind: str, **fields: Any) -> str:
 
 
 def _streaming(events: AsyncIterator[str]) -> StreamingResponse:
-    return StreamingResponse(events, media_type="text/event-stream")
+    return EventStream(events)
 
 
 def _opening(rid: str) -> list[str]:

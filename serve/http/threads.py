@@ -32,6 +32,7 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from serve.http.errors import ApiError
+from serve.http.event_stream import EventStream
 
 T = TypeVar("T")
 
@@ -75,12 +76,12 @@ class Answers:
         return _HeldStream(events, self.admit())
 
 
-class _HeldStream(StreamingResponse):
+class _HeldStream(EventStream):
     """A stream that gives its slot back when it ends, however it ends (read to the end, the client gone, or never
     started: a body that is never iterated runs no ``finally`` of its own)."""
 
     def __init__(self, events: AsyncIterator[str], release: Callable[[], None]) -> None:
-        super().__init__(events, media_type="text/event-stream")
+        super().__init__(events)
         self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
