@@ -53,11 +53,18 @@ function headers(json, path) {
   return result;
 }
 
+/** A 413 without the service's JSON: nginx's own page for a body over its client_max_body_size (1 MB unless set),
+ * which the service never saw ("413 Request Entity Too Large" said neither who refused it nor what to do). */
+const PROXY_TOO_LARGE = "the proxy in front of the service refused it as too large, before the service read it: its "
+  + "limit is below the service's (nginx: client_max_body_size, docs/serving.md, Behind a reverse proxy); ask whoever "
+  + "runs the service to raise it, or send less at a time";
+
 /** The service's error body (OpenAI's shape) as one line that names the field. ``status`` is the HTTP status, or
  * null for a stream's error event (its response said 200: the error's code says what failed, "model_error: ..."). */
 function describe(status, payload) {
   const error = payload && payload.error;
   const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
+  if (!error && status === 413) return `${head}: ${PROXY_TOO_LARGE} (${pageText(String(payload ?? ""))})`;
   if (!error) return `${head}: ${typeof payload === "string" ? pageText(payload) : JSON.stringify(payload)}`;
   const field = error.param ? ` (${fieldWords(String(error.param))})` : "";
   return `${head}${field}: ${inPageWords(withoutParam(String(error.message), error.param))}`;

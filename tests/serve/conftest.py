@@ -36,10 +36,11 @@ def free_port_number() -> int:
 class _Uvicorn:
     """uvicorn serving ``app`` on a free port of 127.0.0.1 on a thread of this process, without Ray."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, root_path: str = "") -> None:
         import uvicorn
 
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
+                                                    root_path=root_path))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         while not self.server.started:
@@ -67,11 +68,12 @@ def shared_api():
 
 
 @contextlib.contextmanager
-def api_on_localhost(keys: dict | None = None, app: Any = None):
+def api_on_localhost(keys: dict | None = None, app: Any = None, root_path: str = ""):
     """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made), or ``app``, under uvicorn on a
     free port of 127.0.0.1, without Ray: yields its base URL. ``app``'s server stops after; the service app's is
     shared by the tests (``_SERVICE_API``). ``keys`` (a resolved config's ``keys``): the API keys it checks
-    meanwhile, none again after."""
+    meanwhile, none again after. ``root_path``: the prefix a proxy in front serves it under (uvicorn's
+    ``--root-path``, Serve's ``http_options.root_path``), on a server of its own."""
     from serve.security import auth
     from serve.api import app as service_app
 
@@ -79,7 +81,10 @@ def api_on_localhost(keys: dict | None = None, app: Any = None):
         auth.configure(keys, None, None)
     own = None
     try:
-        if app is None or app is service_app:
+        if root_path:
+            own = _Uvicorn(app or service_app, root_path)
+            yield own.url
+        elif app is None or app is service_app:
             if not _SERVICE_API:
                 _SERVICE_API.append(_Uvicorn(service_app))
             yield _SERVICE_API[0].url

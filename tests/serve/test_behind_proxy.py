@@ -52,6 +52,7 @@ def test_a_streamed_answer_tells_proxies_not_to_buffer_or_cache_it(chat):
         got.read()
 
 
+@pytest.mark.process  # nginx
 def test_through_nginx_the_first_piece_comes_while_the_model_still_writes(chat, paced, tmp_path):
     base, chat_id = chat
     with nginx_in_front(base, tmp_path) as proxied, httpx.stream(
