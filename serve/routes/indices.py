@@ -132,5 +132,7 @@ async def compact_any_index(name: str, request: Request, response: Response) -> 
     service = svc.current()
     queued = await asyncio.to_thread(index_admin.compact_any, service.indices, name, tenant(request))
     await service.launch(queued["task_id"])
+    # below the prefix a proxy serves the service under (root_path): the bare path led the client out of it
+    queued["progress"] = request.scope.get("root_path", "").rstrip("/") + queued["progress"]
     response.headers["Location"] = queued["progress"]
     return queued

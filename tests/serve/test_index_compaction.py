@@ -257,3 +257,29 @@ def test_the_compact_route_answers_202_and_its_task_compacts_on_ray(ray_session,
         "notes", "alice", 2, 1, 2)
     assert done["seconds"] >= 0
     assert shards(service, "notes") == 1
+
+
+@pytest.mark.ray
+@pytest.mark.process  # nginx
+def test_behind_a_proxy_under_a_prefix_the_compact_routes_location_keeps_the_prefix(ray_session, admin_service,
+                                                                                     tmp_path):
+    """Served under ``/tessera/`` by nginx (``root_path``, docs/serving.md "Behind a reverse proxy"), the 202's
+    ``Location`` and ``progress`` were ``/task/progress/{id}``, which the client followed out of the prefix (nginx's
+    404); they are ``/tessera/task/progress/{id}``, which the client follows to the finished task."""
+    from urllib.parse import urljoin
+
+    from tests.serve.nginx_proxy import nginx_in_front
+
+    service, config = admin_service
+    for i in range(2):
+        ingest(service, "notes", doc(i))
+    with api_on_localhost(config["keys"], root_path="/tessera") as base, nginx_in_front(base, tmp_path) as proxied:
+        queued = post(proxied + "/v1/admin/indices/notes/compact", ADMIN)
+        assert queued.status_code == 202, queued.text
+        task_id = queued.json()["task_id"]
+        assert queued.headers["location"] == queued.json()["progress"] == f"/tessera/task/progress/{task_id}"
+        follow = urljoin(proxied + "/", queued.headers["location"])
+        while not (body := requests.get(follow, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).json())[
+                "has_finished"]:
+            time.sleep(0.1)
+    assert body["status"] == "finished" and shards(service, "notes") == 1, body
