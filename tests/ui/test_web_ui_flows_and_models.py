@@ -92,7 +92,10 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         dialog(browser).dismiss()
         assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # not replaced
         click(browser, f'//ul[@id="flow-list"]//button[text()="{name}"]')  # the saved one open again
-        wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == name)
+        # its name was already in the box (set_text, with no input event: Delete still off from bm25), so the flow
+        # is open once Delete is on; a click before that did nothing on busy cores (CI, 2026-12-08)
+        wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == name
+             and by_id(d, "flow-delete").is_enabled())
 
         by_id(browser, "flow-delete").click()
         assert dialog(browser).text == f"Delete the saved flow '{name}'?"
