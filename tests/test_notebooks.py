@@ -3,13 +3,13 @@ and committed without outputs. Each writes only under ``$TESSERA_NOTEBOOK_DIR``,
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from tests.flows.notebook_cells import kernel_of_this_python
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -21,15 +21,7 @@ def run_notebook(name: str, tmp_path: Path, monkeypatch) -> nbformat.NotebookNod
     from nbclient import NotebookClient
 
     monkeypatch.setenv("TESSERA_NOTEBOOK_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    # A kernel spec of this interpreter, found first: a "python3" spec installed elsewhere may be another Python.
-    spec = tmp_path / "jupyter" / "kernels" / "tessera-test"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tessera tests", "language": "python"}), encoding="utf-8")
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    kernel_of_this_python("tessera-test", tmp_path, monkeypatch)
     before = sorted(p.name for p in NOTEBOOKS.iterdir())
     book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     NotebookClient(book, timeout=300, kernel_name="tessera-test",

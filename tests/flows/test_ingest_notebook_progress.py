@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.flows.notebook_cells import REPO, run_cells, streams
+from tests.flows.notebook_cells import run_cells, sample_corpus, streams
 
 
 @pytest.mark.process
 def test_ingest_in_a_notebook_draws_a_bar_not_a_line_per_shard(tmp_path, monkeypatch):
-    corpus = tmp_path / "corpus.jsonl"
-    lines = (REPO / "data" / "sample" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:30]
-    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = sample_corpus(tmp_path, 30)
     book = run_cells([
         "from flows.api import ingest",
         f"index = ingest({str(corpus)!r}, {str(tmp_path / 'idx')!r}, settings={{'dense': False}}, shard_size=10)\n"

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.flows.notebook_cells import REPO, run_cells, streams
+from tests.flows.notebook_cells import run_cells, sample_corpus, streams
 from tests.flows.test_stderr_filter import NOISE, REAL
 
 
 @pytest.mark.ray
 @pytest.mark.process
 def test_ray_s_actor_line_is_kept_out_of_a_notebook_cell(tmp_path, monkeypatch):
-    corpus = tmp_path / "corpus.jsonl"
-    lines = (REPO / "data" / "sample" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:20]
-    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = sample_corpus(tmp_path, 20)
     book = run_cells([
         "from flows.api import Flow, ingest\n"
         f"index = ingest({str(corpus)!r}, {str(tmp_path / 'idx')!r}, settings={{'dense': False}}, progress=False)",
