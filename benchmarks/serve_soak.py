@@ -2,16 +2,21 @@
 
 Starts ``tessera serve`` (``serve/config.yaml``, 127.0.0.1, a free port, a key in ``$TESSERA_API_KEYS``, a private
 ``$TESSERA_HOME`` with a copy of the sample index, a private ``$TMPDIR`` for Ray's session), then N clients for M
-minutes mix task-API searches, ``/v1/search``, OpenAI/Cohere embed and rerank, chat on the embedded model, uploads
-into a new and a kept index, deletes, ``GET /tasks``, ``GET /flows``, ``/healthz`` and bad requests (each must be a
-4xx). It serves a copy of HEAD (``--tree head``), so edits in the tree do not reach it. Every ``--sample-s``
-(benchmarks/_soak_probe.py): RSS/USS of each process of the service's own tree by kind (GCS, raylet, agents, Serve
-controller and proxy, each deployment's replicas, task workers), its Ray session folder (logs, spilled objects), the
-task store's size, the api replica's fds. At the end: per kind, after ``--warmup-min``, first and last and the slopes in
-MB per minute and per 1,000 requests; statuses and p50/p95 per route, 5xx, timeouts and error lines in the logs; then
-the service is stopped and nothing of it may be left. Raw JSON: --out.
+minutes mix (benchmarks/_soak_load.py) the task API (run, enqueue and poll, cancel, delete), ``/v1/search`` (bm25,
+dense, hybrid), OpenAI/Cohere embed and rerank, chats on the embedded model and the ``rag`` flow (streamed or not,
+and streamed ones whose client closes the socket after the first bytes), uploads into a new and a kept index,
+document fetch, list and delete, ``GET /tasks``, ``GET /flows``, ``/healthz`` and refusals (bad requests: a 4xx;
+broken JSON: 422; unknown routes and ids: 404; a body over ``max_body_bytes``: 413); ``--only`` sends some kinds
+alone. It serves a copy of HEAD (``--tree head``), so edits in the tree do not reach it. Every ``--sample-s``
+(benchmarks/_soak_probe.py): RSS/USS, threads and open fds (sockets, pipes, SQLite files, deleted files, other) of
+each process of the service's own tree by kind (GCS, raylet, agents, Serve controller and proxy, each deployment's
+replicas, task workers), its Ray session folder (logs, spilled objects), Ray's object store, the task store's size,
+the entries in its ``$TMPDIR`` (Ray's folder aside) and ``$TESSERA_HOME/uploads``. At the end: per kind, after
+``--warmup-min``, first and last and the slopes in MB per minute and per 1,000 requests; threads and fds per kind,
+first and last; statuses and p50/p95 per route, 5xx, timeouts and error lines in the logs; then the service is
+stopped and nothing of it may be left. Raw JSON: --out.
 
-    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 35 [--clients 4] [--port 0] [--out /tmp/serve-soak]
+    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 35 [--clients 4] [--only KINDS] [--out DIR]
 """
 
 from __future__ import annotations
@@ -38,143 +43,12 @@ from pathlib import Path
 import httpx
 import psutil
 from _common import REPO_ROOT, latency_summary
-from _soak_probe import growth_table, sample
-from _serve import SAMPLE
-
-EXPECTED = {"upload_existing": {409, 429}, "upload_new": {409, 429}, "task_run_bm25": {429}, "enqueue_hybrid": {429},
-            "delete_docs": {409}}  # 409: an ingestion into the kept index runs; 429: max_tasks_per_key
-
-
-class Soak:
-    """The clients' shared state: the base URL, queries and texts, ids to delete, and per-route outcomes."""
-
-    def __init__(self, base: str, key: str, deadline: float, max_tokens: int):
-        self.base, self.deadline, self.max_tokens = base, deadline, max_tokens
-        self.headers = {"Authorization": f"Bearer {key}"}
-        self.queries = [json.loads(line)["text"] for line in open(SAMPLE / "queries.jsonl", encoding="utf-8")]
-        self.texts = [json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text("utf-8").splitlines()[:200]]
-        self.uploaded: list[str] = []  # ids in the kept index, for deletes
-        self.seconds: dict[str, list[float]] = collections.defaultdict(list)
-        self.outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-        self.problems: list[dict] = []  # 5xx, timeouts, unexpected statuses, stuck tasks
-        self.serial = 0
-
-    def requests(self) -> int:
-        return sum(map(len, self.seconds.values()))
-
-    def docs(self, rng: random.Random, n: int) -> list[dict]:
-        self.serial += n
-        return [{"id": f"soak-{self.serial - i}", "title": d.get("title", ""), "text": d["text"][:1200]}
-                for i, d in enumerate(rng.sample(self.texts, n))]
-
-    async def call(self, http, route: str, method: str, url: str, ok=(200,), **kw):
-        """One timed request, its outcome counted under ``route``; the response, or None on no answer."""
-        started = time.perf_counter()
-        try:
-            response = await http.request(method, url, **kw)
-            outcome = response.status_code
-        except httpx.HTTPError as err:
-            response, outcome = None, type(err).__name__
-        self.seconds[route].append(time.perf_counter() - started)
-        self.outcomes[route][str(outcome)] += 1
-        bad = (route == "bad_request" and not (isinstance(outcome, int) and 400 <= outcome < 500)) or (
-            route != "bad_request" and outcome not in ok and outcome not in EXPECTED.get(route, ()))
-        if bad:
-            self.problems.append({"route": route, "url": url, "outcome": outcome, "at": time.strftime("%H:%M:%S"),
-                                  "request_id": response.headers.get("x-request-id") if response else None,
-                                  "body": response.text[:300] if response is not None else None})
-        return response
-
-    async def wait_task(self, http, task_id: str, route: str, limit_s: float = 300) -> dict | None:
-        """Polls the task's progress until it ends (a problem unless it finished; also one that never ends)."""
-        for _ in range(int(limit_s * 2)):
-            response = await self.call(http, "progress", "GET", f"/task/progress/{task_id}")
-            if response is not None and response.status_code == 200 and response.json().get("has_finished"):
-                body = response.json()
-                if body.get("status") != "finished":
-                    self.problems.append({"route": route, "task": task_id, "status": body.get("status"),
-                                          "error": str(body.get("error"))[:300]})
-                return body
-            await asyncio.sleep(0.5)
-        self.problems.append({"route": route, "task": task_id, "outcome": f"not finished after {limit_s:.0f} s"})
-
-    async def step(self, http, rng: random.Random, client: int, action: str) -> None:
-        query = rng.choice(self.queries)
-        if action == "task_run_bm25":
-            r = await self.call(http, action, "POST", "/task/run", json={"flow": "bm25", "query": query, "top_k": 5})
-            if r is not None and r.status_code == 200 and rng.random() < 0.5:
-                await self.call(http, "delete_task", "DELETE", f"/task/{r.json()['task_id']}")
-        elif action == "enqueue_hybrid":
-            r = await self.call(http, action, "POST", "/task/enqueue", json={"flow": "hybrid", "query": query})
-            if r is not None and r.status_code == 200:
-                await self.wait_task(http, r.text, action)
-        elif action == "search_hybrid":
-            await self.call(http, action, "POST", "/v1/search", json={"flow": "hybrid", "query": query, "top_k": 5})
-        elif action == "embeddings":
-            await self.call(http, action, "POST", "/v1/embeddings", json={"model": "minilm", "input": [query] * 3})
-        elif action == "embed_v2":
-            await self.call(http, action, "POST", "/v2/embed", json={"model": "minilm", "input_type": "search_query",
-                                                                     "texts": [query], "embedding_types": ["float"]})
-        elif action in ("rerank_v1", "rerank_v2"):
-            docs = [d["text"][:400] for d in rng.sample(self.texts, 8)]
-            url = "/v1/rerank" if action == "rerank_v1" else "/v2/rerank"
-            await self.call(http, action, "POST", url, json={"model": "minilm-rerank", "query": query,
-                                                             "documents": docs, "top_n": 3})
-        elif action == "chat":
-            await self.call(http, action, "POST", "/v1/chat/completions", json={
-                "model": "smollm2", "max_tokens": self.max_tokens, "messages": [{"role": "user", "content": query}]})
-        elif action == "upload_existing":
-            docs = self.docs(rng, 2)
-            r = await self.call(http, action, "POST", "/v1/indices/soak-kept/documents", ok=(202,),
-                                json={"documents": docs})
-            if r is not None and r.status_code == 202 and await self.wait_task(http, r.json()["task_id"], action):
-                self.uploaded += [d["id"] for d in docs]
-        elif action == "upload_new":
-            name = f"soak-new-{client}-{self.serial}"
-            r = await self.call(http, action, "POST", f"/v1/indices/{name}/documents", ok=(202,),
-                                json={"documents": self.docs(rng, 2)})
-            if r is not None and r.status_code == 202:
-                await self.wait_task(http, r.json()["task_id"], action)
-                await self.call(http, "search_new", "POST", "/v1/search",
-                                json={"flow": "bm25", "query": query, "index": name, "top_k": 3})
-                await self.call(http, "delete_index", "DELETE", f"/v1/indices/{name}")
-        elif action == "delete_docs":
-            ids = [self.uploaded.pop(0) for _ in range(min(2, len(self.uploaded)))] or ["never-uploaded"]
-            await self.call(http, action, "POST", "/v1/indices/soak-kept/delete", json={"ids": ids})
-        elif action == "flows":
-            await self.call(http, action, "GET", "/flows")
-        elif action == "healthz":
-            await self.call(http, action, "GET", "/healthz")
-        elif action == "list_tasks":
-            await self.call(http, action, "GET", "/tasks", params={"limit": 20})
-        else:
-            await self.bad_request(http, rng, query)
-
-    async def bad_request(self, http, rng: random.Random, query: str) -> None:
-        method, url, kw = rng.choice([
-            ("POST", "/v1/search", {"json": {"flow": "bm25", "query": "   "}}), ("GET", "/tasks?limit=0", {}),
-            ("POST", "/v1/embeddings", {"json": {"model": "no-such-model", "input": query}}),
-            ("GET", "/task/progress/no-such-task", {}), ("GET", "/tasks", {"headers": {"Authorization": "Bearer x"}}),
-            ("POST", "/v1/rerank", {"json": {"model": "minilm-rerank", "documents": ["a"]}}),
-            ("POST", "/v1/indices/-bad-name/documents", {"json": {"documents": [{"id": "x", "text": "y"}]}}),
-            ("POST", "/v1/chat/completions", {"json": {"model": "smollm2", "messages": []}})])
-        await self.call(http, "bad_request", method, url, **kw)
-
-    async def client(self, client: int, mix: dict[str, float]) -> None:
-        rng = random.Random(client)
-        actions, weights = list(mix), list(mix.values())
-        async with httpx.AsyncClient(base_url=self.base, headers=self.headers, timeout=180) as http:
-            while time.monotonic() < self.deadline:
-                await self.step(http, rng, client, rng.choices(actions, weights)[0])
-
-
-MIX = {"task_run_bm25": 3, "enqueue_hybrid": 2, "search_hybrid": 3, "embeddings": 2, "embed_v2": 1, "rerank_v1": 2,
-       "rerank_v2": 1, "chat": 0.5, "upload_existing": 1, "upload_new": 0.5, "delete_docs": 0.7, "list_tasks": 1,
-       "flows": 1, "healthz": 1, "bad_request": 1}
-
+from _soak_load import MIX, Soak
+from _soak_probe import fd_table, growth_table, sample
 
 def report(soak: Soak, samples: list[dict], minutes: float, warmup_min: float) -> None:
     print("\n" + "\n".join(growth_table(samples, warmup_min)))
+    print("\n" + "\n".join(fd_table(samples, warmup_min)))
     total = sum(len(v) for v in soak.seconds.values())
     print(f"\n{total} requests in {minutes:.1f} min; per route (statuses, p50/p95 ms):")
     for route in sorted(soak.seconds):
@@ -194,7 +68,7 @@ def error_lines(paths: list[Path], limit: int = 12) -> list[str]:
     seen: collections.Counter = collections.Counter()
     for path in paths:
         try:
-            text = path.read_text("utf-8", errors="replace", encoding="utf-8")
+            text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         for line in text.splitlines():
@@ -246,10 +120,17 @@ def main() -> None:
     parser.add_argument("--keep-home", action="store_true", help="leave the temp TESSERA_HOME (logs) in place")
     parser.add_argument("--port", type=int, default=0, help="the service's port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--warmup-min", type=float, default=5, help="minutes left out of the growth slopes")
+    parser.add_argument("--only", default="", metavar="KINDS",
+                        help="comma-separated kinds of requests to send, to find which one a growth follows (the "
+                             "warm-up still sends each kind once); default: all of " + ",".join(MIX))
     parser.add_argument("--tree", choices=("head", "work"), default="head",
                         help="serve a copy of the commit checked out (head: edits under way in the tree cannot "
                              "reach a worker mid-soak) or the working tree itself")
     args = parser.parse_args()
+    only = [kind for kind in filter(None, args.only.split(","))]
+    if set(only) - set(MIX):
+        parser.error(f"--only: no kind {', '.join(sorted(set(only) - set(MIX)))}; the kinds: {', '.join(MIX)}")
+    mix = {kind: weight for kind, weight in MIX.items() if kind in only} if only else MIX
 
     home = Path(tempfile.mkdtemp(prefix="soak-", dir="/tmp"))
     (home / "t").mkdir()
@@ -286,9 +167,10 @@ def main() -> None:
         print(f"ready after {wait_ready(base, proc):.0f} s", flush=True)
         session = session.resolve()  # the session's own folder, not the link
         logs = session / "logs"
-        soak = Soak(base, key, 0.0, args.max_tokens)
-        asyncio.run(warm_up(soak))
+        warm = Soak(base, key, 0.0, args.max_tokens)
+        asyncio.run(warm_up(warm))
         soak = Soak(base, key, time.monotonic() + args.minutes * 60, args.max_tokens)
+        soak.uploaded, soak.serial = warm.uploaded, warm.serial  # the kept index's documents, fresh ids
         started = time.monotonic()
         stop = threading.Event()
 
@@ -296,11 +178,14 @@ def main() -> None:
             while True:
                 samples.append(last := sample(proc.pid, session, home, started, soak.requests(), seen))
                 api, workers = last["kinds"].get("replica:api", {}), last["kinds"].get("task_worker", {})
+                tree = {m: sum(row[m] for row in last["kinds"].values()) for m in ("fds", "sockets", "threads")}
                 print(f"[{last['t_min']:5.1f} min] api {api.get('rss_mb', 0):.0f} MB, {api.get('fds')} fds; "
                       f"task workers {workers.get('n', 0)}; gcs {last['kinds'].get('gcs', {}).get('rss_mb', 0):.0f} "
-                      f"MB; logs "
-                      f"{last['logs_mb']:.1f} MB; store {last['task_store_mb']:.1f} MB; requests "
-                      f"{sum(map(len, soak.seconds.values()))}; problems {len(soak.problems)}", flush=True)
+                      f"MB; tree {tree['fds']} fds ({tree['sockets']} sockets), {tree['threads']} threads; logs "
+                      f"{last['logs_mb']:.1f} MB; store {last['task_store_mb']:.1f} MB; object store "
+                      f"{last['object_store_mb'] or 0:.1f} MB; tmp {last['tmp_entries']}, uploads "
+                      f"{last['upload_entries']} entries; requests {soak.requests()}; problems {len(soak.problems)}",
+                      flush=True)
                 # kept should the run fail later
                 (args.out / "live.json").write_text(json.dumps(samples), encoding="utf-8")
                 if stop.wait(args.sample_s):
@@ -308,7 +193,7 @@ def main() -> None:
 
         thread = threading.Thread(target=sampler, daemon=True)
         thread.start()
-        asyncio.run(run_clients(soak, args.clients))
+        asyncio.run(run_clients(soak, args.clients, mix))
         stop.set()
         thread.join()
         samples.append(sample(proc.pid, session, home, started, soak.requests(), seen))  # the last
@@ -317,7 +202,8 @@ def main() -> None:
         errors = error_lines([log_path, *sorted(logs.glob("serve/*.log")), *sorted(logs.glob("*.err"))])
         print(f"\nerror-looking lines in serve output, logs/serve/*.log and logs/*.err: {len(errors)} distinct\n  "
               + "\n  ".join(errors))
-        result = {"minutes": minutes, "clients": args.clients, "samples": samples, "problems": soak.problems,
+        result = {"minutes": minutes, "clients": args.clients, "kinds": list(mix), "samples": samples,
+                  "problems": soak.problems,
                   "outcomes": {k: dict(v) for k, v in soak.outcomes.items()}, "error_lines": errors,
                   "latency": {k: latency_summary(v) for k, v in soak.seconds.items()}}
     finally:
@@ -335,7 +221,8 @@ def main() -> None:
 
 
 async def warm_up(soak: Soak) -> None:
-    """Each action once, in order, untimed in the soak's figures; the kept index is made here."""
+    """Each kind once, in order (all of them, also with ``--only``), untimed in the soak's figures; the kept index
+    is made here."""
     rng = random.Random(-1)
     async with httpx.AsyncClient(base_url=soak.base, headers=soak.headers, timeout=600) as http:
         for action in MIX:
@@ -343,8 +230,8 @@ async def warm_up(soak: Soak) -> None:
     print(f"warm-up: {dict((k, dict(v)) for k, v in soak.outcomes.items())}; problems {soak.problems}", flush=True)
 
 
-async def run_clients(soak: Soak, clients: int) -> None:
-    await asyncio.gather(*(soak.client(n, MIX) for n in range(clients)))
+async def run_clients(soak: Soak, clients: int, mix: dict[str, float]) -> None:
+    await asyncio.gather(*(soak.client(n, mix) for n in range(clients)))
 
 
 if __name__ == "__main__":
