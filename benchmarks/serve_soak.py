@@ -64,16 +64,24 @@ def report(soak: Soak, samples: list[dict], minutes: float, warmup_min: float) -
 
 
 def error_lines(paths: list[Path], limit: int = 12) -> list[str]:
-    """Distinct ERROR / Traceback lines of the given logs, ids and numbers masked, the most frequent first."""
+    """Distinct ERROR / Traceback lines of the given logs, and what each traceback raised (``raised: ...``, its first
+    line at the margin once Ray's ``(Actor pid=N)`` prefix is cut), ids and numbers masked, the most frequent first."""
     seen: collections.Counter = collections.Counter()
+    mask = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{8,}|\d+")
     for path in paths:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        in_traceback = False
         for line in text.splitlines():
-            if re.search(r"\bERROR\b|Traceback|Exception|\bCRITICAL\b", line):
-                seen[re.sub(r"[0-9a-f]{8,}|\d+", "N", line.strip())[:220]] += 1
+            bare = re.sub(r"^(\x1b\[\d+m)?\([^)]*pid=\d+[^)]*\)(\x1b\[0m)? ?", "", line)
+            if in_traceback and bare[:1].isalpha() and not bare.startswith(("Traceback", "During handling")):
+                seen["raised: " + mask.sub("N", bare.strip())[:200]] += 1
+                in_traceback = False
+            if re.search(r"\bERROR\b|Traceback|Exception|\bCRITICAL\b|exception was never retrieved", line):
+                seen[mask.sub("N", line.strip())[:220]] += 1
+            in_traceback = in_traceback or bare.startswith("Traceback (most recent call last)")
     return [f"{n:>5} x {line}" for line, n in seen.most_common(limit)]
 
 
