@@ -36,7 +36,7 @@ import pyarrow as pa
 from flows import store as flow_store
 from flows.progress import CancelToken
 from flows.spec import FlowSpec
-from operators.errors import SpecError, TesseraError
+from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from operators.unicode import blank
 from serve.http import client_gone, errors
@@ -344,13 +344,23 @@ async def _choice_events(prepared: svc.Prepared, table: pa.Table,
             pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
 
     running = asyncio.ensure_future(run())
+    # Its failure read at once, whoever awaits it or not (a stream left unread, finalized late): asyncio logged "Task
+    # exception was never retrieved" with three tracebacks of an expected FlowCancelled.
+    running.add_done_callback(lambda done: done.cancelled() or done.exception())
     try:
         while (piece := await pieces.get()) is not None:
             yield piece
-        yield await running
+        try:
+            choices = await running
+        except FlowCancelled as err:  # Serve cancelled the model's call as the client left, before this handler:
+            raise _stopped(err) from None  # an event, not an exception out of a started stream nobody retrieves
+        yield choices
     finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
         if not running.done():
             cancel.cancel(client_gone.GONE)
-        # Its failure read, also when it came first (Serve cancelled the model's call as the client left): asyncio
-        # logged "Task exception was never retrieved" with three tracebacks of an expected FlowCancelled.
-        running.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+def _stopped(err: FlowCancelled) -> ApiError:
+    """The stream's last event when its flow was cancelled while it streamed: under Serve, by the client leaving
+    (Serve cancels the request's model calls; the handler's own cancel comes after), so nobody reads it."""
+    return ApiError(499, f"the answer stopped: {err}", kind="server_error", code="cancelled")
