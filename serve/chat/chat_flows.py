@@ -353,14 +353,9 @@ async def _choice_events(prepared: svc.Prepared, table: pa.Table,
         try:
             choices = await running
         except FlowCancelled as err:  # Serve cancelled the model's call as the client left, before this handler:
-            raise _stopped(err) from None  # an event, not an exception out of a started stream nobody retrieves
+            raise client_gone.stopped(err) from None  # an event, not an exception out of a started stream
         yield choices
     finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
         if not running.done():
             cancel.cancel(client_gone.GONE)
 
-
-def _stopped(err: FlowCancelled) -> ApiError:
-    """The stream's last event when its flow was cancelled while it streamed: under Serve, by the client leaving
-    (Serve cancels the request's model calls; the handler's own cancel comes after), so nobody reads it."""
-    return ApiError(499, f"the answer stopped: {err}", kind="server_error", code="cancelled")

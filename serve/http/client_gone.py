@@ -15,6 +15,8 @@ from concurrent.futures import Executor
 from typing import Callable, TypeVar
 
 from flows.progress import CancelToken
+from operators.errors import FlowCancelled
+from serve.http.errors import ApiError
 from serve.http.threads import Answers, in_pool
 
 T = TypeVar("T")
@@ -31,6 +33,14 @@ async def in_thread(work: Callable[[CancelToken], T], pool: Executor | None = No
     except asyncio.CancelledError:
         cancel.cancel(GONE)
         raise
+    except FlowCancelled as err:  # Serve cancelled the work's model call as the client left, before this handler
+        raise stopped(err) from None
+
+
+def stopped(err: FlowCancelled) -> ApiError:
+    """What a request whose flow was cancelled while it ran answers: under Serve, the client left (Serve cancels the
+    request's model calls; the handler's own cancel comes after), so nobody reads it; never a 500 and a traceback."""
+    return ApiError(499, f"the answer stopped: {err}", kind="server_error", code="cancelled")
 
 
 async def answered(answers: Answers, work: Callable[[CancelToken], T]) -> T:

@@ -112,3 +112,25 @@ def test_a_flow_cancelled_while_its_answer_streams_ends_the_stream_with_an_event
     time.sleep(0.5)
     gc.collect()
     assert not tracebacks(caplog.records)
+
+
+def test_a_flow_cancelled_while_an_unstreamed_answer_is_written_is_a_499_not_a_500_with_a_traceback(chat, caplog,
+                                                                                                   monkeypatch):
+    from serve.http import client_gone
+
+    base, chat_id, paced = chat
+
+    class Cancelled(CancelToken):  # the real token, cancelled at once as Serve cancels a request's calls
+        def __init__(self) -> None:
+            super().__init__()
+            self.cancel("the request that made this call was cancelled")
+
+    monkeypatch.setattr(client_gone, "CancelToken", Cancelled)
+    caplog.set_level(logging.DEBUG)
+    answered = httpx.get(f"{base}/task/chat/{chat_id}", params={"message": "Which insects make honey?"}, timeout=120)
+    assert answered.status_code == 499, answered.text
+    error = answered.json()["error"]
+    assert error["code"] == "cancelled" and "the request that made this call was cancelled" in error["message"], error
+    assert paced.attempts["paced"] == 0  # the flow stopped before its model
+    gc.collect()
+    assert not tracebacks(caplog.records)
