@@ -66,16 +66,28 @@ def two_flows(tmp_path: Path, dataset: Path) -> list[str]:
     return specs
 
 
+def mounted_or_skip(script: str, folder: Path, what: str) -> None:
+    """Skip, naming ``what``, where ``script`` (a mount in a namespace of its own) cannot run here."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", script, str(folder), "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip(f"no {what} here")
+
+
+def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment for a child benchmark: offline, its home under ``tmp_path``, this checkout."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
+           **extra}
+    env.pop("TESSERA_DEBUG", None)
+    return env
+
+
 def test_a_flow_after_a_refused_write_stores_its_steps_once_space_came_back(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", SMALL_DISK, str(disk), "true"],
-                                                         capture_output=True).returncode != 0:
-        pytest.skip("no tmpfs mount here")
+    mounted_or_skip(SMALL_DISK, disk, "tmpfs mount")
     dataset = write_dataset(tmp_path / "d", BEIR)
     specs = two_flows(tmp_path, dataset)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
-    env.pop("TESSERA_DEBUG", None)
+    env = bench_env(tmp_path)
     done = subprocess.run(["unshare", "-m", "sh", "-c", SMALL_DISK, str(disk), sys.executable, "-c", BENCH, str(disk),
                            str(dataset), ",".join(specs), str(tmp_path / "out")], capture_output=True, text=True,
                           timeout=300, env=env, cwd=REPO)
@@ -92,13 +104,9 @@ def read_only_runs(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]
     tmp_path = tmp_path_factory.mktemp("read-only")
     cache = tmp_path / "cache"
     cache.mkdir()
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY, str(cache), "true"],
-                                                         capture_output=True).returncode != 0:
-        pytest.skip("no read-only bind mount here")
+    mounted_or_skip(READ_ONLY, cache, "read-only bind mount")
     dataset = write_dataset(tmp_path / "d", BEIR)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-           "COLUMNS": "200"}
-    env.pop("TESSERA_DEBUG", None)
+    env = bench_env(tmp_path, COLUMNS="200")
 
     def bench(out: str, *wrap: str) -> subprocess.CompletedProcess:
         flows = [arg for spec in two_flows(tmp_path, dataset) for arg in ("--flow", spec)]
