@@ -295,6 +295,19 @@ SEARCH_ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey b
                 "score": 1.0, "rank": 1}]
 
 
+@contextlib.contextmanager
+def paced_model(tmp_path: Path, monkeypatch, words: int):
+    """The local fault server as the service's models (``fault-paced``: a word every 50 ms), its reply ``words``
+    words and a citation; the server, which counts the streams whose reader went away."""
+    from operators.llm.testing import KEY_ENV, FaultServer
+
+    reply = " ".join(f"bees{i}" for i in range(words)) + " [1]."
+    with FaultServer(reply=reply) as server:
+        monkeypatch.setenv("TESSERA_MODELS", str(server.models_file(tmp_path / "models.yaml")))
+        monkeypatch.setenv(KEY_ENV, "sk-fault-test")
+        yield server
+
+
 def finished_search(service, rows: list[dict] = SEARCH_ROWS) -> str:
     """The id of a finished ``bm25`` search for "honey" by the local user, with ``rows`` as its result, written to
     ``service``'s task store as a task worker writes it."""

@@ -14,8 +14,7 @@ import json
 import httpx
 import pytest
 
-from operators.llm.testing import KEY_ENV, FaultServer
-from tests.serve.conftest import api_on_localhost, finished_search
+from tests.serve.conftest import api_on_localhost, finished_search, paced_model
 from tests.serve.nginx_proxy import nginx_in_front
 
 pytestmark = pytest.mark.slow  # litellm's import
@@ -25,10 +24,7 @@ QUESTION = {"message": "Which insects make honey?", "stream": True}
 
 @pytest.fixture
 def paced(tmp_path, monkeypatch):
-    reply = " ".join(f"bees{i}" for i in range(60)) + " [1]."
-    with FaultServer(reply=reply) as server:
-        monkeypatch.setenv("TESSERA_MODELS", str(server.models_file(tmp_path / "models.yaml")))
-        monkeypatch.setenv(KEY_ENV, "sk-fault-test")
+    with paced_model(tmp_path, monkeypatch, 60) as server:
         yield server
 
 

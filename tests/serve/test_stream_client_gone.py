@@ -17,8 +17,7 @@ import time
 import httpx
 import pytest
 
-from operators.llm.testing import KEY_ENV, FaultServer
-from tests.serve.conftest import api_on_localhost, finished_search
+from tests.serve.conftest import api_on_localhost, finished_search, paced_model
 
 pytestmark = pytest.mark.slow  # litellm's import, and a five-second answer
 
@@ -27,10 +26,7 @@ WORDS = 100  # 5 s at the fault server's pace
 
 @pytest.fixture
 def paced(tmp_path, monkeypatch):
-    reply = " ".join(f"bees{i}" for i in range(WORDS)) + " [1]."
-    with FaultServer(reply=reply) as server:
-        monkeypatch.setenv("TESSERA_MODELS", str(server.models_file(tmp_path / "models.yaml")))
-        monkeypatch.setenv(KEY_ENV, "sk-fault-test")
+    with paced_model(tmp_path, monkeypatch, WORDS) as server:
         yield server
 
 

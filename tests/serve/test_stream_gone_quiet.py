@@ -25,9 +25,7 @@ import pytest
 
 from flows.progress import CancelToken
 from serve.chat import chat_flows
-
-from operators.llm.testing import KEY_ENV, FaultServer
-from tests.serve.conftest import api_on_localhost, finished_search
+from tests.serve.conftest import api_on_localhost, finished_search, paced_model
 
 pytestmark = pytest.mark.slow  # litellm's import, and a model that writes for seconds
 
@@ -36,10 +34,7 @@ WORDS = 200  # 10 s at the fault server's pace: the client leaves long before th
 
 @pytest.fixture
 def chat(tmp_path, monkeypatch, make_service):
-    reply = " ".join(f"bees{i}" for i in range(WORDS)) + " [1]."
-    with FaultServer(reply=reply) as server:
-        monkeypatch.setenv("TESSERA_MODELS", str(server.models_file(tmp_path / "models.yaml")))
-        monkeypatch.setenv(KEY_ENV, "sk-fault-test")
+    with paced_model(tmp_path, monkeypatch, WORDS) as server:
         service = make_service()
         task_id = finished_search(service)
         with api_on_localhost() as base:
