@@ -358,4 +358,3 @@ async def _choice_events(prepared: svc.Prepared, table: pa.Table,
     finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
         if not running.done():
             cancel.cancel(client_gone.GONE)
-
