@@ -104,8 +104,11 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     metadata column may hold (``metadata_columns.metadata_fields``: one rule for ``tessera ingest`` and the
     service's upload), and the front matter is not in its text; an HTML file's title is its ``<title>`` (else its
     first ``<h1>``) and its text that of its body; a plain text file has no title. Its suffix is one of
-    ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode_guessing``)."""
+    ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode_guessing``). Line ends read as
+    Python's universal newlines read them (``\r\n`` and ``\r`` as ``\n``): the same file saved on Windows and on
+    Linux is the same document, and no ``\r`` reaches the index, a snippet or a model's context."""
     text, guessed, stray = decode_guessing(content, name, op=op, encoding=encoding)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
         return TextFile(*html_text(text), guessed_encoding=guessed, stray_byte=stray)

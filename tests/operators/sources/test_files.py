@@ -218,3 +218,24 @@ def test_a_front_matter_date_that_names_no_day_is_its_text():
 
     assert front_matter("---\ndate: 2024-02-30\nday: 2024-02-28\n---\nBees.\n") == (
         {"date": "2024-02-30", "day": "2024-02-28"}, "Bees.\n", None)
+
+
+def test_a_file_saved_on_windows_is_the_same_document_as_one_saved_on_linux(tmp_path):
+    """CRLF (Windows) and CR (old Mac) line ends read as LF: no ``\\r`` in the text, the title or a field, and the
+    document equals the LF file's, so a clone checked out with autocrlf re-ingests as unchanged."""
+    for folder, end in (("lf", "\n"), ("crlf", "\r\n"), ("cr", "\r")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "notes.md").write_bytes(
+            end.join(["---", "author: Ana", "---", "# Kiwi", "", "Kiwi lay large eggs.", "They are nocturnal.", ""])
+            .encode())
+        (tmp_path / folder / "plain.txt").write_bytes(end.join(["Honey bees", "", "make honey."]).encode())
+        (tmp_path / folder / "page.html").write_bytes(
+            end.join(["<html><head><title>Weta</title></head><body>", "<pre>line one", "line two</pre>",
+                      "</body></html>"]).encode())
+    tables = {folder: create("sources.files", {"path": str(tmp_path / folder)})(pa.table({})).to_pylist()
+              for folder in ("lf", "crlf", "cr")}
+    assert tables["crlf"] == tables["lf"] and tables["cr"] == tables["lf"]
+    assert not any("\r" in str(value) for row in tables["crlf"] for value in row.values())
+    rows = {row["docno"]: row for row in tables["crlf"]}
+    assert rows["notes.md"]["title"] == "Kiwi" and "eggs.\nThey are nocturnal." in rows["notes.md"]["text"]
+    assert rows["plain.txt"]["text"] == "Honey bees\n\nmake honey."
