@@ -80,6 +80,8 @@ class TextFile:
     front_matter_problem: str | None = None
     #: The first byte of UTF-8 text that is not UTF-8, read as U+FFFD: (offset in the file, value), else None.
     stray_byte: tuple[int, int] | None = None
+    #: A plain text file that reads as a table of tab-separated values: (lines, fields), else None.
+    table_shape: tuple[int, int] | None = None
 
     @property
     def has_text(self) -> bool:
@@ -96,6 +98,26 @@ class TextFile:
         if not self.left_out:
             return None
         return f"{name}: front matter field(s) {', '.join(self.left_out)} left out: {name_rule(FILE_RESERVED)}"
+
+    def table_message(self, name: str) -> str | None:
+        """Why a text file that holds a sheet (Excel's "Unicode Text" is tab-separated UTF-16 in a .txt) is one
+        document, and how to read it a document per row; None for any other file."""
+        if self.table_shape is None:
+            return None
+        lines, fields = self.table_shape
+        return (f"{name}: reads as a table ({lines} lines of {fields} tab-separated fields, as Excel saves a sheet as "
+                "Unicode Text), read as one document; for a document per row, save the sheet as CSV UTF-8 and read "
+                "that .csv (its header row names the id and text columns)")
+
+
+def tab_table(text: str) -> tuple[int, int] | None:
+    """(lines, fields) where every line of ``text`` that is not blank, two or more, holds the same number of tabs,
+    one or more, and none starts with one (code indented by tabs is no table). None otherwise."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    tabs = {line.count("\t") for line in lines}
+    if len(lines) < 2 or len(tabs) != 1 or 0 in tabs or any(line.startswith("\t") for line in lines):
+        return None
+    return len(lines), tabs.pop() + 1
 
 
 def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str | None = None) -> TextFile:
@@ -118,7 +140,7 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
         kept, left_out = metadata_fields(fields)
         return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out), problem, stray)
-    return TextFile(None, text, guessed_encoding=guessed, stray_byte=stray)
+    return TextFile(None, text, guessed_encoding=guessed, stray_byte=stray, table_shape=tab_table(text))
 
 
 # -- Markdown -------------------------------------------------------------------------------------------

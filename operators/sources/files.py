@@ -134,8 +134,9 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
                 said.add(name)
                 log.warning("%s: no text: no document", name)
             return []
-        if message := document.left_out_message(name):
-            warn_of_file(self, name, message)  # logged if its document is staged
+        for message in (document.left_out_message(name), document.table_message(name)):
+            if message:
+                warn_of_file(self, name, message)  # logged if its document is staged
         return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
                  "path": name, "page": None}]
 

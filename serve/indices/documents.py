@@ -268,8 +268,8 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
                        "was added: send the other files without it", param="files", code="invalid_file")
     if message := encoding_warning(filename, document.guessed_encoding, document.stray_byte):
         warnings.append(message)
-    if message := document.left_out_message(filename):
-        warnings.append(message)
+    warnings.extend(message for message in (document.left_out_message(filename), document.table_message(filename))
+                    if message)
     return {"id": filename, "title": document.title or Path(filename).stem, "text": document.text,
             "metadata": {"path": filename, **document.fields}}
 

@@ -239,3 +239,13 @@ def test_a_file_saved_on_windows_is_the_same_document_as_one_saved_on_linux(tmp_
     rows = {row["docno"]: row for row in tables["crlf"]}
     assert rows["notes.md"]["title"] == "Kiwi" and "eggs.\nThey are nocturnal." in rows["notes.md"]["text"]
     assert rows["plain.txt"]["text"] == "Honey bees\n\nmake honey."
+
+
+def test_a_sheet_saved_as_unicode_text_is_read_as_one_document_with_a_warning_naming_the_csv_way(tmp_path, caplog):
+    sheet = "\r\n".join(["id\ttitle\ttext", "d1\tKiwi\tKiwi lay eggs.", "d2\tKea\tKea are parrots.", ""])
+    (tmp_path / "sheet.txt").write_bytes(b"\xff\xfe" + sheet.encode("utf-16-le"))
+    with caplog.at_level(logging.WARNING, logger="tessera.sources"):
+        [row] = create("sources.files", {"path": str(tmp_path / "sheet.txt")})(pa.table({})).to_pylist()
+    assert row["text"].startswith("id\ttitle\ttext\nd1\tKiwi")
+    assert any("sheet.txt: reads as a table (3 lines of 3 tab-separated fields" in m and "CSV UTF-8" in m
+               for m in caplog.messages)
