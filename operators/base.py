@@ -246,14 +246,16 @@ class Operator(StepDeclarations, StepRecording):
         a row-scope step, at least as many rows as it was given, then ``output_checks.output_breach`` (qid kept,
         core column types, query scope's qids). Checked on each call (the schema, row counts, a query step's qids),
         so a broken operator fails here, naming its step, and not somewhere downstream."""
+        writer = "read()" if self.scope == "source" else "transform"  # a source's batches: read_checked
         if not isinstance(out, pa.Table):
-            raise OperatorError(f"transform returned {returned_hint(out)}", op=self.name, step=self.step_id)
+            raise OperatorError(f"{writer} {'yielded' if writer == 'read()' else 'returned'} {returned_hint(out)}",
+                                op=self.name, step=self.step_id)
         if problem := repeated_columns(table, out):
             raise OperatorError(problem, op=self.name, step=self.step_id)
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
         if not nothing_read and (missing := [c for c in self.produces() if c not in present]):
-            raise OperatorError(f"transform did not write declared column(s) {', '.join(missing)} (produces() declares "
+            raise OperatorError(f"{writer} did not write declared column(s) {', '.join(missing)} (produces() declares "
                                 f"them; output has {shown_columns(out)})", op=self.name, step=self.step_id)
         if self.scope == "row" and out.num_rows < table.num_rows:
             raise OperatorError(f"a row-scope step gives one or more output rows per input row; transform returned "
@@ -310,6 +312,17 @@ class Source(Operator):
     def read(self, split: Any) -> Iterator[pa.Table]:
         raise NotImplementedError(f"{type(self).__name__} must implement read()")
 
+    def read_checked(self, split: Any) -> Iterator[pa.Table]:
+        """``read(split)``, each batch checked as ``check_output`` checks a step's output (a pyarrow Table, the declared
+        columns, the core columns' types): the executors and ``tessera ingest`` read a source so, and a plugin's
+        ``docno`` of ints fails here, naming its step and column, not as an internal error of the index's writer."""
+        empty = pa.table({})
+        for batch in self.read(split):
+            if isinstance(batch, pa.Table):
+                batch = with_string_text(empty, batch)
+            self.check_output(empty, batch)
+            yield batch
+
     def transform(self, table: pa.Table) -> pa.Table:
-        return concat([batch for split in self.splits() for batch in self.read(split)])
+        return concat([batch for split in self.splits() for batch in self.read_checked(split)])
 

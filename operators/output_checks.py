@@ -54,9 +54,10 @@ def repeated_columns(table: pa.Table, out: pa.Table) -> str | None:
 
 def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
     """Why ``out`` (what a step of ``scope``, declaring ``roles`` in ``produces()``, returned for ``table``) breaks
-    the data model, or None. Source steps read their own rows and are not checked here."""
+    the data model, or None. A source step's batches (``Source.read_checked``) only by their core columns' types and
+    those of its declared score and rank columns: it reads its own rows, so it keeps no qid of an input."""
     if scope == "source":
-        return None
+        return _type_breach(roles, table, out, writer="read() yielded")
     if "qid" in table.column_names and "qid" not in out.column_names:
         return (f"transform dropped the 'qid' column (output has {shown_columns(out)}); every step keeps the qid of "
                 "each row, so the steps after it and the result know which query a row answers")
@@ -99,7 +100,8 @@ def with_string_text(table: pa.Table, out: pa.Table) -> pa.Table:
     return out
 
 
-def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
+def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table, writer: str = "transform wrote"
+                 ) -> str | None:
     before = table.schema
     for field in out.schema:
         if before.get_field_index(field.name) >= 0 and before.field(field.name).type == field.type:
@@ -112,11 +114,11 @@ def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str |
             expected = expected_column_type(field.name, roles.get(field.name))
             if expected is None or field.type == expected:
                 continue
-        return _wrong_type(field, expected, roles.get(field.name), out)
+        return _wrong_type(field, expected, roles.get(field.name), out, writer)
     return None
 
 
-def _wrong_type(field: pa.Field, expected: pa.DataType, role: str | None, out: pa.Table) -> str:
+def _wrong_type(field: pa.Field, expected: pa.DataType, role: str | None, out: pa.Table, writer: str) -> str:
     """The step's column of another type: what it wrote (with the first value where that shows the slip: a score
     as text ``'0.93'``, a rank as ``1.0``), what the data model wants and the line that writes it so. No text
     column's value is shown (a document's can be long or private)."""
@@ -133,7 +135,7 @@ def _wrong_type(field: pa.Field, expected: pa.DataType, role: str | None, out: p
     ranking = " (operators.tables.set_ranking writes score and rank)" if ranking_name and expected != pa.string() \
         else ""
     batch = " (on an empty batch)" if out.num_rows == 0 else ""
-    return (f"transform wrote a column of another type than the data model's: '{name}'{declared} is {written}, "
+    return (f"{writer} a column of another type than the data model's: '{name}'{declared} is {written}, "
             f"expected {expected}{batch}{why}; write it as pa.array(values, pa.{_TYPE_NAMES[expected]}())"
             f"{ranking}")
 

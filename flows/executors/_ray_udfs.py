@@ -223,7 +223,7 @@ class SourceUDF(_Callable):
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
             for index in batch.column("split_index").to_pylist():
-                batches = self.op.read(self.splits[index])
+                batches = self.op.read_checked(self.splits[index])
                 while True:
                     self._check(self.step)
                     start = time.perf_counter()

@@ -92,7 +92,7 @@ class LocalExecutor:
     def _read_source(self, op: Operator, step: str, state: RunState) -> pa.Table:
         parts = []
         for split in op.splits():
-            batches = op.read(split)
+            batches = op.read_checked(split)
             while True:
                 state.cancel.raise_if_cancelled(step)
                 start = time.perf_counter()

@@ -68,7 +68,7 @@ def read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | Non
 def _read_split_files(op: Source, split: Any, skip: frozenset[str], read: Callable[[Any], Iterator[Any]] | None = None
                       ) -> Iterator[Any]:
     """``read(split)`` (the source's ``read`` by default), with a file that cannot be read as a ``Failure``."""
-    read = read or op.read
+    read = read or op.read_checked
     path = _whole_file(split) if op.name in FILE_SOURCES else None
     if path is None:
         yield from read(split)
@@ -114,7 +114,7 @@ def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | Non
     ``--retry-failed`` reading it again), after it an error."""
     path, started = _whole_file(split) or str(split), False
     try:
-        for table in (read or op.read)(split):
+        for table in (read or op.read_checked)(split):
             started = True
             yield table
     except FILE_ERRORS as err:

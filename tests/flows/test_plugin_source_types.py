@@ -1,0 +1,92 @@
+"""A plugin source's batches are checked as an operator's output is (``Source.read_checked``): the executors and
+``tessera ingest`` read a source's splits with ``read`` directly, so a plugin whose ``docno`` is an int ran on and
+``tessera ingest`` ended in ``internal error: AttributeError: 'int' object has no attribute 'encode'`` (the shard's
+digest); a ``read`` that yields a list failed somewhere downstream. Now the read step is named, with the column, its
+type and how to write it. A real plugin package (``TESSERA_OPERATORS``), real files, BM25 only, in-process."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from flows.api import Flow
+from flows.cli import main
+from flows.ingestion import ingest
+from operators.errors import OperatorError
+from operators.store import Index
+from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401
+
+NOTES = '''\
+"""My lab's notes, as a first plugin source writes them."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Source
+
+TEXTS = ["Kiwi lay large eggs.", "Kea are alpine parrots.", "Weta are heavy insects."]
+
+
+class Notes(Source):
+    """Three notes; ``ids`` as the lab's database numbers them (ints) or as text, ``shape`` a table or rows."""
+
+    name = "mylab.notes"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        ids: str = Field("int", description="int or string")
+        shape: str = Field("table", description="table or rows")
+
+    def produces(self) -> dict[str, str]:
+        return {"docno": "id", "title": "text", "text": "text"}
+
+    def read(self, split):
+        ids = [1, 2, 3] if self.params.ids == "int" else ["1", "2", "3"]
+        rows = [{"docno": i, "title": t.split()[0], "text": t} for i, t in zip(ids, TEXTS)]
+        yield pa.Table.from_pylist(rows) if self.params.shape == "table" else rows
+'''
+
+SAID = ("step 'read', operator 'mylab.notes': read() yielded a column of another type than the data model's: 'docno' "
+        "is int64, expected string; write it as pa.array(values, pa.string())")
+
+
+@pytest.fixture
+def notes(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
+    root = write_package(tmp_path / "site", {"notes": NOTES})
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.notes")
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    spec = tmp_path / "ingest.yaml"
+    spec.write_text("name: notes_ingest\nsteps:\n  read: {op: mylab.notes}\n"
+                    "index_settings: {dense: false, bm25: true}\n")
+    return spec
+
+
+@pytest.mark.process  # tessera ingest starts its Ctrl-C watcher
+def test_tessera_ingest_of_int_ids_names_the_read_step_and_the_column_not_an_internal_error(tmp_path, notes, capfd,
+                                                                                            monkeypatch):
+    monkeypatch.setattr("sys.argv", ["tessera", "ingest", "--index", str(tmp_path / "idx"), "--spec", str(notes),
+                                     "--no-chunk"])
+    assert main() != 0
+    err = capfd.readouterr().err
+    assert f"tessera: error: {SAID}" in err and "internal error" not in err
+    fixed = ingest({"op": "mylab.notes", "params": {"ids": "string"}}, tmp_path / "fixed", executor="local",
+                   settings={"dense": False}, chunk=False, progress=False)
+    assert (fixed.docs, fixed.failures) == (3, 0)
+    assert sorted(Index.open(tmp_path / "fixed").columns(["doc_id"])[1].column("doc_id").to_pylist()) == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("params, said", [
+    ({}, SAID.split(": ", 1)[1]),
+    ({"ids": "string", "shape": "rows"}, "read() yielded a list, not a pyarrow Table (pa.Table.from_pylist(rows)")])
+def test_a_flow_that_reads_the_source_names_its_step(notes, params, said):
+    flow = Flow.load({"name": "notes", "steps": {"read": {"op": "mylab.notes", "params": params},
+                                                 "words": {"op": "analyze.word_count"}}})
+    with pytest.raises(OperatorError) as err:
+        flow.run()
+    assert (err.value.step, err.value.op) == ("read", "mylab.notes")
+    assert err.value.message.startswith(said), err.value.message
