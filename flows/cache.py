@@ -303,6 +303,37 @@ class StepCache(CacheDatabase):
     def clear(self) -> bool:
         """Delete what the cache wrote (never another file, never through a link); False if there was
         no cache. A folder that is not a step cache is refused with a ``CacheError``."""
+        if not self._may_delete():
+            return False
+        self.close()
+        remove_cache_files(self.root)
+        return True
+
+    def clear_operator(self, name: str) -> dict[str, int]:
+        """Delete the stored outputs of the operator ``name`` (an alias names it too), of every step, params and
+        version of it, and keep the rest: for what its key cannot see (a model file replaced at the same path, a
+        plugin's data file edited). Returns the units, saved model calls, files and bytes removed. A name that no
+        operator has and the cache never stored is a ``CacheError`` naming the close ones."""
+        from flows.cache_keys import operator_tag
+        from flows.cache_prune import forget_prefix
+
+        recorded = self.recorded_operators()
+        if name not in recorded:
+            name = _operator_name(name, recorded)
+        if not self._may_delete():
+            return {"units": 0, "calls": 0, "files": 0, "bytes": 0}
+        with self._said_of_home():
+            return forget_prefix(self._conn(), self.root / "data", operator_tag(name))
+
+    def recorded_operators(self) -> list[str]:
+        """The operators whose steps the cache recorded a run of (``record_step``), sorted."""
+        with self._said_of_home(), self._reading() as conn:
+            rows = [] if conn is None else conn.execute("SELECT explain FROM steps").fetchall()
+        return sorted({json.loads(explain).get("op") for (explain,) in rows} - {None})
+
+    def _may_delete(self) -> bool:
+        """Whether there is a cache to delete from (False: none there); a folder that is not a step cache, one of a
+        later release's layout or one that cannot be written is refused with a ``CacheError``."""
         root = self.root
         if not root.exists():
             return False
@@ -314,6 +345,20 @@ class StepCache(CacheDatabase):
         if why := unwritable(root):  # a read-only home: an OSError half-way, as an internal error
             raise CacheError(f"cannot clear {root}: it cannot be written ({why}); nothing was deleted",
                              field="cache_dir")
-        self.close()
-        remove_cache_files(root)
         return True
+
+
+def _operator_name(name: str, recorded: list[str]) -> str:
+    """The registered name of the operator ``name`` (an alias's operator); one neither registered nor ``recorded``
+    in the cache is a ``CacheError`` with the close names of both."""
+    from operators.error_text import close_names, did_you_mean
+    from operators.errors import UnknownOperatorError
+    from operators.registry import all_operators, get_operator
+
+    try:
+        return get_operator(name).name
+    except UnknownOperatorError:
+        close = close_names(name, {*recorded, *all_operators()})
+        held = f"; the cache holds outputs of {', '.join(recorded)}" if recorded else "; the cache holds no step's"
+        raise CacheError(f"no operator '{name}'{'; ' + did_you_mean(close) if close else ''}{held}",
+                         field="operator") from None

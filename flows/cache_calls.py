@@ -30,12 +30,13 @@ class BatchCalls:
 
     def __init__(self, cache: StepCache, step_key: str) -> None:
         self.cache = cache
-        self.seed = b"call:" + bytes.fromhex(step_key)
+        self.step = bytes.fromhex(step_key)  # the key's first bytes, as a unit's (cache_keys.row_unit_keys)
+        self.seed = b"call:" + self.step
         self.keys: set[bytes] = set()  # what this batch read or wrote, dropped when it ends
         self.lock = threading.Lock()
 
     def _key(self, call: bytes) -> bytes:
-        return hashlib.blake2b(self.seed + call, digest_size=16).digest()
+        return self.step + hashlib.blake2b(self.seed + call, digest_size=16).digest()
 
     def recall(self, calls: Sequence[bytes]) -> dict[bytes, dict[str, Any]]:
         keys = {self._key(call): call for call in calls}

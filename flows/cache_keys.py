@@ -88,9 +88,22 @@ def _identity(op: Operator) -> Any:
     return identity
 
 
+#: Bytes that open a step key: a digest of its operator's name. Every unit key of a step starts with the step key,
+#: so one operator's stored outputs, whatever their params or version, are one range of the units' primary key
+#: (``StepCache.clear(operator=...)``).
+OPERATOR_TAG_BYTES = 4
+
+
+def operator_tag(name: str) -> bytes:
+    """The first bytes of every step key, and so of every unit key, of the operator ``name``."""
+    return hashlib.blake2b(name.encode("utf-8"), digest_size=OPERATOR_TAG_BYTES).digest()
+
+
 def step_key(op: Operator) -> str:
-    """Hex key of an operator's identity: name, version and what decides its output."""
-    return hashlib.blake2b(_encode(step_explain(op)), digest_size=16).hexdigest()
+    """Hex key of an operator's identity: its name's tag, then a digest of its version and what decides its
+    output (16 bytes in all)."""
+    digest = hashlib.blake2b(_encode(step_explain(op)), digest_size=16 - OPERATOR_TAG_BYTES).digest()
+    return (operator_tag(op.name) + digest).hex()
 
 
 def step_explain(op: Operator) -> dict[str, Any]:
@@ -114,25 +127,26 @@ def _column_header(table: pa.Table, columns: Sequence[str]) -> bytes:
 
 
 def row_unit_keys(table: pa.Table, columns: Sequence[str], key: str) -> list[bytes]:
-    """One key per row over ``columns`` (sorted), seeded with the step key."""
+    """One key per row over ``columns`` (sorted): the step key, then a digest seeded with it."""
     columns = sorted(columns)
-    seed = bytes.fromhex(key) + _column_header(table, columns)
+    step = bytes.fromhex(key)
+    seed = step + _column_header(table, columns)
     values = [table.column(c).to_pylist() for c in columns]
     keys = []
     for row in zip(*values) if values else ([] for _ in range(table.num_rows)):
         h = hashlib.blake2b(seed, digest_size=16)
         for v in row:
             h.update(_encode(v))
-        keys.append(h.digest())
+        keys.append(step + h.digest())
     return keys
 
 
 def table_unit_key(table: pa.Table, key: str) -> bytes:
-    """One key over every column and row of ``table`` (a qid group or a whole corpus)."""
+    """One key over every column and row of ``table`` (a qid group or a whole corpus), after the step key."""
     columns = sorted(table.column_names)
     h = hashlib.blake2b(bytes.fromhex(key) + _column_header(table, columns), digest_size=16)
     h.update(struct.pack("<Q", table.num_rows))
     for c in columns:
         for v in table.column(c).to_pylist():
             h.update(_encode(v))
-    return h.digest()
+    return bytes.fromhex(key) + h.digest()

@@ -219,6 +219,34 @@ def forget_calls(conn: sqlite3.Connection, keys: list[bytes]) -> None:
             conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
 
 
+def forget_prefix(conn: sqlite3.Connection, data: Path, prefix: bytes) -> dict[str, int]:
+    """Delete the units whose key starts with ``prefix`` (an operator's: ``cache_keys.operator_tag``), saved model
+    calls among them, and their stored files; returns the units, calls, files and bytes removed. One ``put`` stores
+    one step's units in a file, so those files back nothing else (checked in the same transaction, so a run storing
+    beside this one keeps what it stores); a run reading a removed file takes it as a miss."""
+    after = (int.from_bytes(prefix, "big") + 1).to_bytes(len(prefix), "big") if prefix.strip(b"\xff") else None
+    where, args = ("key >= ? AND key < ?", (prefix, after)) if after else ("key >= ?", (prefix,))
+    with transaction(conn):
+        units, calls = conn.execute(f"SELECT COUNT(file), COUNT(CASE WHEN {SAVED_CALLS} THEN 1 END) FROM units "
+                                    f"WHERE {where}", args).fetchone()
+        files = [f for (f,) in conn.execute(f"SELECT DISTINCT file FROM units WHERE {where} AND file IS NOT NULL",
+                                            args)]
+        conn.execute(f"DELETE FROM units WHERE {where}", args)
+        kept, sizes = set(), {}
+        for i in range(0, len(files), 500):  # SQLite's limit on bound values was 999 before 3.32
+            chunk, marks = files[i:i + 500], ",".join("?" * len(files[i:i + 500]))
+            kept.update(f for (f,) in conn.execute(f"SELECT DISTINCT file FROM units WHERE file IN ({marks})", chunk))
+            sizes.update(conn.execute(f"SELECT file, bytes FROM files WHERE file IN ({marks})", chunk))
+        gone = [f for f in files if f not in kept]
+        conn.executemany("DELETE FROM files WHERE file = ?", [(f,) for f in gone])
+    size = 0
+    for file in gone:
+        with contextlib.suppress(OSError):
+            size += sizes.get(file) or (data / file).stat().st_size
+            (data / file).unlink()
+    return {"units": units, "calls": calls, "files": len(gone), "bytes": size}
+
+
 def remove_unfinished(data: Path) -> tuple[int, int]:
     """Remove the ``.tmp`` files a ``put`` killed outright left in ``data`` (its Arrow file before the rename),
     once unchanged for ``stale_writes.GRACE_S`` (a live ``put`` writes its file in seconds); returns how many and

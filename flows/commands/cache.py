@@ -47,6 +47,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output (refuses a folder "
                               "that is not a step cache)")
     add_cache_dir_argument(c_clear)
+    c_clear.add_argument("--operator", metavar="NAME", help="delete only this operator's stored outputs (every step, "
+                         "params and version of it; an alias names it too) and keep the rest")
     c_clear.add_argument("--json", action="store_true", help="print what was removed as JSON")
     c_clear.set_defaults(handler=_cmd_cache_clear)
     cache.set_defaults(handler=lambda args: show_help(cache))
@@ -211,6 +213,14 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     from flows.cache import StepCache
 
     root = _cache_root(args)
+    if args.operator is not None:
+        done = StepCache(root).clear_operator(args.operator)
+        said = (f"{done['units']:,} stored unit(s)" + (f", {done['calls']:,} saved model call(s)" if done["calls"]
+                else "") + f" in {done['files']:,} file(s), {format_bytes(done['bytes'])}")
+        report(args, {"cache_dir": str(root), "operator": args.operator, **done},
+               f"cleared {args.operator} from {root}: removed {said}" if done["units"] or done["calls"]
+               else f"nothing of {args.operator} stored at {root}")
+        return EXIT_OK
     files, size = _stored(root)
     cleared = StepCache(root).clear()
     report(args, {"cache_dir": str(root), "cleared": cleared, "files": files if cleared else 0,
