@@ -8,11 +8,14 @@ Query files, by suffix:
 * ``.tsv``: ``qid<TAB>query`` per line; a first line of an id name and a text name (``qid<TAB>query``,
   ``_id<TAB>text``, ``query_id<TAB>text``...) is a header and skipped; such a line anywhere else is a query.
 * ``.txt``: one query a line, numbered ``1``, ``2``...
+* a TREC topic file (``.txt``, ``.xml`` or any other suffix, known by its first tag): a query a topic
+  (``flows.trec_topics``).
 * ``.parquet`` / ``.csv``: columns ``qid, query`` (or ``_id, text``).
 
 ``-`` reads standard input, and a pipe or FIFO without one of these suffixes (``/dev/stdin``, ``<(...)``) is
-read the same way: JSON lines when its first non-blank character is ``{``, a JSON array of query objects when
-it is ``[`` (as a ``.json`` file may hold), else one query a line. A UTF-8 byte order mark is dropped.
+read the same way: a TREC topic file when it starts with ``<top>`` or ``<topics``, JSON lines when its first
+non-blank character is ``{``, a JSON array of query objects when it is ``[`` (as a ``.json`` file may hold),
+else one query a line. A UTF-8 byte order mark is dropped.
 
 Only ``qid`` (as a string) and ``query`` are kept, and a JSONL record's ``messages`` (the
 conversation before the question, OpenAI-style ``[{role, content}, ...]``, kept as JSON text
@@ -38,6 +41,7 @@ import pyarrow as pa
 from flows.query_limits import check_length as _check_length, max_query_chars
 from flows.query_paths import QUERY_SUFFIXES, looks_like_path
 from flows.results_file import write_results  # noqa: F401 - flows.queries.write_results, as documented
+from flows.trec_topics import read_topics, topic_form
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
 from operators.path_access import windows_path
@@ -87,11 +91,16 @@ def read_queries(source: str | Path) -> pa.Table:
             return _checked(_read_columnar(path), path)
         if suffix not in QUERY_SUFFIXES and not path.is_file():  # /dev/stdin, /dev/fd/63: no suffix to go by
             return _checked(_sniffed(path.read_bytes(), path), path)
+        data = path.read_bytes()
+        if suffix in (".txt", ".xml") or suffix not in QUERY_SUFFIXES:  # topics.301-450, topics.xml, topics.txt
+            if topic_form(data[:4096].decode("utf-8", "replace").lstrip("\ufeff")):
+                return _checked(_topics(_utf8_text(data, path), path), path)
         if suffix not in QUERY_SUFFIXES:
             what = (f"unknown queries file type '{suffix}'" if suffix
                     else "the queries file has no suffix to say its type")
-            raise SpecError(f"{path}: {what} (use one of {', '.join(QUERY_SUFFIXES)})", field="queries")
-        text = _utf8_text(path.read_bytes(), path)
+            raise SpecError(f"{path}: {what} (use one of {', '.join(QUERY_SUFFIXES)}, or a TREC topic file)",
+                            field="queries")
+        text = _utf8_text(data, path)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise SpecError(f"{path}: not a readable {suffix[1:] or 'queries'} queries file ({one_line(err, 160)})",
                         field="queries") from None
@@ -150,6 +159,8 @@ def _sniffed(data: bytes, where: str | Path) -> Read:
     in was searched for line by line, its qids in the text), else one query a line."""
     text = _utf8_text(data, where)
     first = text.lstrip()[:1]
+    if topic_form(text):
+        return _topics(text, where)
     if first == "{":
         return _read_jsonl(text, where)
     if first == "[":
@@ -158,6 +169,12 @@ def _sniffed(data: bytes, where: str | Path) -> Read:
     if lines and all("\t" in line.strip(" \r") for line in lines):
         return _read_tsv(text, Path(where))
     return _read_lines(text, where)
+
+
+def _topics(text: str, where: str | Path) -> Read:
+    """A TREC topic file's queries (``flows.trec_topics``): each topic's number and title."""
+    topics = read_topics(text, where)
+    return topics, [None] * len(topics)
 
 
 def _utf8_text(data: bytes, where: str | Path) -> str:

@@ -21,7 +21,7 @@ def test_a_queries_file_without_a_suffix_is_said_to_have_none_with_the_suffixes_
     queries = tmp_path / "myq"
     queries.write_text("honey bees\n", encoding="utf-8")
     assert refusal(queries) == (f"{queries}: the queries file has no suffix to say its type (use one of "
-                                f"{', '.join(QUERY_SUFFIXES)})")
+                                f"{', '.join(QUERY_SUFFIXES)}, or a TREC topic file)")
 
 
 def test_a_queries_file_of_another_suffix_is_named_by_it(tmp_path):
