@@ -49,10 +49,15 @@ def default_uri(out: Path) -> str:
     return url if url == f"sqlite:///{path}" else url.replace("sqlite:", "sqlite+pysqlite:", 1)
 
 
+def _scheme(uri: str) -> str:
+    """A tracking URI's scheme without its driver (``sqlite+pysqlite:`` is ``sqlite``); ``""`` for a path."""
+    return urlparse(uri).scheme.split("+")[0]
+
+
 def _database(uri: str) -> str | None:
     """The SQLite file of a ``sqlite:`` URI, as SQLAlchemy (MLflow's store) reads it; None for any other store.
     ``urlparse`` ended it at a ``#`` and left ``%XX`` undecoded, so the lock and the artifacts went elsewhere."""
-    return sqlite_file(uri) if urlparse(uri).scheme.split("+")[0] == "sqlite" else None
+    return sqlite_file(uri) if _scheme(uri) == "sqlite" else None
 
 
 def store_path(uri: str | None) -> str | None:
@@ -60,18 +65,16 @@ def store_path(uri: str | None) -> str | None:
     a relative one lands in the job's temporary working directory, which Ray deletes (``flows.commands.bench``)."""
     if not uri:
         return None
-    parsed = urlparse(uri)
-    if parsed.scheme.split("+")[0] == "sqlite":
+    if _scheme(uri) == "sqlite":
         return _database(uri)  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
-    if parsed.scheme == "file":
-        return parsed.path or None
-    return uri if parsed.scheme == "" else None
+    if _scheme(uri) == "file":
+        return urlparse(uri).path or None
+    return uri if _scheme(uri) == "" else None
 
 
 def required_modules(uri: str | None) -> tuple[str, ...]:
     """The modules a tracking URI needs (the ``bench`` extra has them all)."""
-    scheme = urlparse(uri).scheme.split("+")[0] if uri else "sqlite"
-    return ("mlflow", "alembic", "sqlalchemy") if scheme in SQL_SCHEMES else ("mlflow",)
+    return ("mlflow", "alembic", "sqlalchemy") if (_scheme(uri) if uri else "sqlite") in SQL_SCHEMES else ("mlflow",)
 
 
 @dataclass
@@ -94,7 +97,7 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         logging.getLogger(name).setLevel(logging.WARNING)
     if parsed.scheme in ("http", "https"):
         _check_reachable(uri, parsed)
-    if parsed.scheme.split("+")[0] == "sqlite":
+    if _scheme(uri) == "sqlite":
         _check_writable(uri)
     try:
         from mlflow.tracking import MlflowClient
