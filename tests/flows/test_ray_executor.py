@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.executors.local import LocalExecutor
 from flows.spec import FlowSpec
 from operators.base import Operator, Source
-from operators.errors import MissingColumnsError
+from operators.errors import MissingColumnsError, OperatorError
 from operators.registry import all_operators
 from operators.tables import qid_groups, set_column
 from operators.testing import SAMPLE_CORPUS
@@ -118,6 +118,29 @@ class OpensLate(Source):
     def read(self, split: str) -> Iterator[pa.Table]:
         with open(split, encoding="utf-8") as f:
             yield pa.table({"text": f.read().splitlines()})
+
+
+class IntIds(Source):
+    """A first plugin source's slip: its database's integer ids as the docno column."""
+
+    name = "test.int_ids"
+
+    def read(self, split: None) -> Iterator[pa.Table]:
+        yield pa.table({"docno": [1, 2], "text": ["honey bees", "opera singers"]})
+
+
+def test_a_source_batch_of_the_wrong_type_is_the_local_executors_error_on_ray():
+    """Ray's read tasks read a source's splits as the local executor does, through ``Source.read_checked``: an int
+    docno is refused naming the read step, not a failure in a later step (tests/flows/test_plugin_source_types.py)."""
+    spec = flow_by_hand("ints", [("read", IntIds(), None), ("words", all_operators()["analyze.word_count"](), None)])
+    with pytest.raises(OperatorError) as local:
+        LocalExecutor().run(spec)
+    with pytest.raises(OperatorError) as remote:
+        RayDataExecutor().run(spec)
+    assert (remote.value.step, remote.value.op, remote.value.message) == (
+        local.value.step, local.value.op, local.value.message) == (
+        "read", "test.int_ids", "read() yielded a column of another type than the data model's: 'docno' is int64, "
+        "expected string; write it as pa.array(values, pa.string())")
 
 
 @pytest.mark.parametrize("keep_history", [True, False])
