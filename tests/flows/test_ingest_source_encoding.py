@@ -5,8 +5,6 @@ real plugin package (``TESSERA_OPERATORS``), BM25 only, in-process."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from flows.ingestion import ingest
@@ -14,7 +12,7 @@ from flows.ingestion.errors import IngestError
 from operators.errors import ParamsError
 from operators.registry import create
 from operators.store import Index
-from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401
+from tests.operators.test_plugins import fresh_registry, load_plugin  # noqa: F401
 
 WHOLE = '''\
 """A source of one text file, decoded whole."""
@@ -46,10 +44,7 @@ class WholeText(Source):
 
 @pytest.fixture
 def whole_text(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
-    root = write_package(tmp_path / "site", {"whole": WHOLE})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.whole")
+    load_plugin(tmp_path, monkeypatch, {"whole": WHOLE}, "whole")
 
 
 def test_a_source_that_reads_whole_files_takes_utf16_and_one_of_lines_refuses_it(tmp_path, whole_text):

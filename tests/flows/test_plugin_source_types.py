@@ -6,8 +6,6 @@ type and how to write it. A real plugin package (``TESSERA_OPERATORS``), real fi
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from flows.api import Flow
@@ -15,7 +13,7 @@ from flows.cli import main
 from flows.ingestion import ingest
 from operators.errors import OperatorError
 from operators.store import Index
-from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401
+from tests.operators.test_plugins import fresh_registry, load_plugin  # noqa: F401
 
 NOTES = '''\
 """My lab's notes, as a first plugin source writes them."""
@@ -55,11 +53,7 @@ SAID = ("step 'read', operator 'mylab.notes': read() yielded a column of another
 
 @pytest.fixture
 def notes(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
-    root = write_package(tmp_path / "site", {"notes": NOTES})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.notes")
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    load_plugin(tmp_path, monkeypatch, {"notes": NOTES}, "notes")
     spec = tmp_path / "ingest.yaml"
     spec.write_text("name: notes_ingest\nsteps:\n  read: {op: mylab.notes}\n"
                     "index_settings: {dense: false, bm25: true}\n")

@@ -7,14 +7,13 @@ source)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
 
 from operators.errors import OperatorError
 from tests.operators.test_operator_output import flow
-from tests.operators.test_plugins import CORPUS, PACKAGE, fresh_registry, write_package  # noqa: F401 - a fixture
+from tests.operators.test_plugins import CORPUS, fresh_registry, load_plugin  # noqa: F401 - a fixture
 
 FAILING = '''\
 """Operators that fail on some rows, as a first try does."""
@@ -60,11 +59,7 @@ class Measurer(Operator):
 
 @pytest.fixture
 def failing(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
-    root = write_package(tmp_path / "site", {"failing": FAILING})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.failing")
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    root = load_plugin(tmp_path, monkeypatch, {"failing": FAILING}, "failing")
     return root
 
 

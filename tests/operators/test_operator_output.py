@@ -7,15 +7,13 @@ The broken operators are a real plugin package written into ``tmp_path`` and reg
 
 from __future__ import annotations
 
-import importlib
-
 import pyarrow as pa
 import pytest
 
 from operators.errors import OperatorError
 from operators.registry import create
 from operators.testing import sample_documents, sample_results
-from tests.operators.test_plugins import PACKAGE, CORPUS, fresh_registry, write_package  # noqa: F401 - a fixture
+from tests.operators.test_plugins import CORPUS, fresh_registry, load_plugin  # noqa: F401 - a fixture
 
 BROKEN = '''\
 """Operators that break the contract the way a notebook user's first try does."""
@@ -136,11 +134,7 @@ class CorruptModel(Operator):
 @pytest.fixture
 def broken(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
     """The module of broken operators, registered through ``TESSERA_OPERATORS``."""
-    root = write_package(tmp_path / "site", {"broken": BROKEN})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.broken")
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    load_plugin(tmp_path, monkeypatch, {"broken": BROKEN}, "broken")
 
 
 def flow(tmp_path, *steps: tuple[str, str, dict]):

@@ -5,14 +5,12 @@ and nothing of where. The plugin is a real package written into ``tmp_path`` and
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from operators.errors import OperatorError
 from tests.flows.test_cli import tessera_process
 from tests.operators.test_operator_output import flow
-from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401 - a fixture
+from tests.operators.test_plugins import PACKAGE, fresh_registry, load_plugin  # noqa: F401 - a fixture
 
 RAISING = '''\
 """Operators whose code fails as a first try's does."""
@@ -92,11 +90,7 @@ def lowered(table):
 
 @pytest.fixture
 def raising(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
-    root = write_package(tmp_path / "site", {"raising": RAISING, "_helpers": HELPERS})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.raising")
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    root = load_plugin(tmp_path, monkeypatch, {"raising": RAISING, "_helpers": HELPERS}, "raising")
     return root
 
 

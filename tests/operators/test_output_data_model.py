@@ -8,8 +8,6 @@ in-process and in a flow over a real BM25 retriever (as ``test_operator_output``
 
 from __future__ import annotations
 
-import importlib
-
 import pyarrow as pa
 import pytest
 
@@ -17,7 +15,7 @@ from operators.errors import OperatorError
 from operators.registry import create
 from operators.testing import sample_results
 from tests.operators.test_operator_output import flow
-from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401 - a fixture
+from tests.operators.test_plugins import fresh_registry, load_plugin  # noqa: F401 - a fixture
 
 BROKEN = '''\
 """Operators whose output breaks the data model the way a first plugin does."""
@@ -124,11 +122,7 @@ class RowInventor(Inventor):
 
 @pytest.fixture
 def broken(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
-    root = write_package(tmp_path / "site", {"model": BROKEN})
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.model")
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    load_plugin(tmp_path, monkeypatch, {"model": BROKEN}, "model")
 
 
 def test_a_step_that_drops_qid_is_named_not_the_step_after_it(broken, tmp_path):

@@ -78,6 +78,18 @@ def write_package(root: Path, modules: dict[str, str]) -> Path:
     return root
 
 
+def load_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, modules: dict[str, str], module: str) -> Path:
+    """A researcher's first plugin: ``modules`` written as the plugin package under ``tmp_path/site``, importable,
+    its ``module`` named in ``TESSERA_OPERATORS``, and ``TESSERA_HOME`` in ``tmp_path/home``. The folder on
+    ``sys.path``."""
+    root = write_package(tmp_path / "site", modules)
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.{module}")
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return root
+
+
 def write_dist_info(root: Path, entry_points: str) -> None:
     """What ``pip install`` leaves for a distribution ``tessera-mylab`` whose pyproject.toml has
     ``[project.entry-points."tessera.operators"]``: its METADATA and its entry_points.txt."""
