@@ -253,6 +253,12 @@ class FlowResult:
                  if self.metadata else None]
         return f"FlowResult({self.flow!r}: {'; '.join(p for p in parts if p)})"
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the description, answers and the first rows as a table (``flows.result_html``)."""
+        from flows.result_html import result_html
+
+        return result_html(self)
+
     def to_dict(self, *, rows: bool = True) -> dict[str, Any]:
         return {
             "flow": self.flow,
