@@ -220,7 +220,10 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         from operators.llm.aliases import provider_key_unset
 
         if (unset := provider_key_unset(alias)) is not None:
-            return False, f"set {unset}"
+            if not alias.api_base:
+                return False, f"set {unset}"
+            return False, (f"set {unset}: litellm's client sends a key even to {alias.api_base} (any value, where that "
+                           "server checks none), or give the alias an api_key_env")
     if alias.api_base:
         return _server_answers(alias, timeout)
     if alias.api_key_env:
