@@ -12,7 +12,7 @@ import pytest
 from flows.api import Flow
 from flows.cache import CacheError, StepCache, step_key
 from flows.cache_calls import BatchCalls
-from flows.cli import main
+from flows.commands import main
 from operators.registry import create
 from operators.testing import SAMPLE_CORPUS
 
@@ -75,19 +75,15 @@ def test_a_name_no_operator_has_is_refused_with_the_close_names_and_what_the_cac
     assert StepCache(tmp_path / "none").clear_operator("retrieve.corpus_bm25")["units"] == 0  # no cache: none
 
 
-@pytest.mark.process  # the command line starts its Ctrl-C watcher
-def test_the_command_says_what_it_removed_and_json_counts_it(tmp_path, capfd, monkeypatch):
+def test_the_command_says_what_it_removed_and_json_counts_it(tmp_path, capfd):
     cache = tmp_path / "cache"
     words = flow().run(QUERIES, cache=cache).steps["words"].units
-    argv = ["tessera", "cache", "clear", "--operator", "analyze.word_count", "--cache-dir", str(cache)]
-    monkeypatch.setattr("sys.argv", argv)
-    assert main() == 0
+    argv = ["cache", "clear", "--operator", "analyze.word_count", "--cache-dir", str(cache)]
+    assert main(argv) == 0
     out = capfd.readouterr().out
     assert out.startswith(f"cleared analyze.word_count from {cache}: removed {words} stored unit(s) in 1 file(s), ")
-    monkeypatch.setattr("sys.argv", [*argv, "--json"])
-    assert main() == 0
+    assert main([*argv, "--json"]) == 0
     assert json.loads(capfd.readouterr().out) == {"cache_dir": str(cache), "operator": "analyze.word_count",
                                                   "units": 0, "calls": 0, "files": 0, "bytes": 0}
-    monkeypatch.setattr("sys.argv", [*argv[:4], "analyse.word_count", *argv[5:]])
-    assert main() == 2
+    assert main([*argv[:3], "analyse.word_count", *argv[4:]]) == 2
     assert "did you mean 'analyze.word_count'?" in capfd.readouterr().err

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from flows.api import Flow
-from flows.cli import main
+from flows.commands import main
 from flows.ingestion import ingest
 from operators.errors import OperatorError
 from operators.store import Index
@@ -60,12 +60,8 @@ def notes(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported f
     return spec
 
 
-@pytest.mark.process  # tessera ingest starts its Ctrl-C watcher
-def test_tessera_ingest_of_int_ids_names_the_read_step_and_the_column_not_an_internal_error(tmp_path, notes, capfd,
-                                                                                            monkeypatch):
-    monkeypatch.setattr("sys.argv", ["tessera", "ingest", "--index", str(tmp_path / "idx"), "--spec", str(notes),
-                                     "--no-chunk"])
-    assert main() != 0
+def test_tessera_ingest_of_int_ids_names_the_read_step_and_the_column_not_an_internal_error(tmp_path, notes, capfd):
+    assert main(["ingest", "--index", str(tmp_path / "idx"), "--spec", str(notes), "--no-chunk"]) != 0
     err = capfd.readouterr().err
     assert f"tessera: error: {SAID}" in err and "internal error" not in err
     fixed = ingest({"op": "mylab.notes", "params": {"ids": "string"}}, tmp_path / "fixed", executor="local",
