@@ -91,7 +91,24 @@ def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
     steps, flows = conn.execute("SELECT COUNT(*), COUNT(DISTINCT flow) FROM steps").fetchone()
     return {"files": len(files), "bytes": sum(size for _, size, _ in files), "units": units, "calls": calls,
             "steps": steps, "flows": flows, "least_recent_use": files[0][2] if files else None,
-            "last_use": files[-1][2] if files else None}  # least recently used first
+            "last_use": files[-1][2] if files else None,  # least recently used first
+            "operators": operator_units(conn)}
+
+
+def operator_units(conn: sqlite3.Connection) -> dict[str, int]:
+    """The stored units (with rows) of each operator, by the tag their keys start with (``cache_keys.operator_tag``),
+    named by the step records; ``(other)`` for keys an earlier release made (no tag) and operators no record names:
+    what ``tessera cache clear --operator NAME`` would remove."""
+    from flows.cache_keys import OPERATOR_TAG_BYTES, operator_tag
+
+    names = {json.loads(explain).get("op") for (explain,) in conn.execute("SELECT explain FROM steps")} - {None}
+    by_tag = {operator_tag(name): name for name in names}
+    found: dict[str, int] = {}
+    for tag, count in conn.execute(f"SELECT substr(key, 1, {OPERATOR_TAG_BYTES}), COUNT(*) FROM units "
+                                   "WHERE file IS NOT NULL GROUP BY 1"):
+        name = by_tag.get(bytes(tag), "(other)")
+        found[name] = found.get(name, 0) + count
+    return dict(sorted(found.items(), key=lambda item: (item[0] == "(other)", item[0])))
 
 
 def checked_bounds(max_bytes: Any, older_than_s: Any) -> tuple[int | None, float | None]:

@@ -199,6 +199,8 @@ def _cmd_cache_info(args: argparse.Namespace) -> int:
            f"step cache {root}: {format_bytes(held['bytes'])} in {held['files']:,} file(s), {held['units']:,} stored "
            f"unit(s) of {held['steps']} step(s) of {held['flows']} flow(s)"
            + (f", {held['calls']:,} saved model call(s)" if held["calls"] else "") + used
+           + (f"\nunits by operator: {', '.join(f'{name} {n:,}' for name, n in held['operators'].items())} (tessera "
+              "cache clear --operator NAME clears one)" if held["operators"] else "")
            + "\nbound it with tessera cache prune --max-size SIZE or --older-than DAYS")
     return EXIT_OK
 

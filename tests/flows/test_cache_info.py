@@ -35,15 +35,17 @@ def test_info_says_what_the_cache_holds_and_a_prune_then_agrees(bm25_index, tmp_
     assert status == 0 and held["exists"] and (held["files"], held["units"], held["bytes"]) == (3, 3, size)
     assert (held["steps"], held["flows"], held["calls"]) == (1, 1, 0)
     assert held["least_recent_use"] <= held["last_use"]
+    assert held["operators"] == {"retrieve.bm25": 3}  # what clear --operator would remove
     status, out = info(capsys, "--cache-dir", str(root))
     assert out.startswith(f"step cache {root}: {format_bytes(size)} in 3 file(s), 3 stored unit(s) of 1 step(s) of "
                           "1 flow(s); last used "), out
-    assert out.endswith("bound it with tessera cache prune --max-size SIZE or --older-than DAYS\n")
+    assert out.endswith("\nunits by operator: retrieve.bm25 3 (tessera cache clear --operator NAME clears one)\n"
+                        "bound it with tessera cache prune --max-size SIZE or --older-than DAYS\n")
 
     StepCache(root).prune(max_bytes=0)  # what info counted is what a prune removes
     assert json.loads(info(capsys, "--cache-dir", str(root), "--json")[1]) == {  # the path's ë as the command wrote it
         "cache_dir": str(root), "exists": True, "files": 0, "bytes": 0, "units": 0, "calls": 0, "steps": 1,
-        "flows": 1, "least_recent_use": None, "last_use": None}
+        "flows": 1, "least_recent_use": None, "last_use": None, "operators": {}}
 
 
 def test_a_folder_that_is_no_cache_is_refused_and_left_alone(tmp_path, capsys):
