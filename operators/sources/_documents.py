@@ -73,6 +73,14 @@ class DocumentParams(BaseModel):
     batch_rows: int = Field(10_000, gt=0, description="Most rows in one emitted table.")
 
 
+def newlines(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Texts with their line ends read as Python's universal newlines read a file's (``\\r\\n`` and ``\\r`` as
+    ``\\n``), as ``file_text.read_text_file`` reads a text file: a CSV saved on Windows (a quoted cell of several
+    lines) or a JSON export of a web form's CRLF text and its LF copy are one document with one content id, and no
+    ``\\r`` reaches the index, a snippet or a model's context. Text without a ``\\r`` is left as it is."""
+    return pc.replace_substring_regex(values, r"\r\n?", "\n")
+
+
 def blank(value: Any) -> bool:
     """Whether a field's value is missing: None, or a string with nothing to read (whitespace, control and invisible
     characters only: ``unicode.blank``), as an empty id or text is."""
@@ -180,16 +188,17 @@ class DocumentMapper:
         """Documents of JSON records, a row per record (the caller leaves out records with an empty text:
         ``record_problem``); an empty id ("", whitespace) is a missing one: the document gets a content id."""
         p = self.p
-        texts = [_as_text(r.get(p.text_field)) for r in records]
-        titles = [_as_text(r.get(p.title_field)) for r in records] if has_title else None
+        texts = newlines(pa.array([_as_text(r.get(p.text_field)) for r in records], pa.string()))
+        titles = newlines(pa.array([_as_text(r.get(p.title_field)) for r in records], pa.string())) if has_title \
+            else None
         ids = None
         if p.id_mode == "field":
             ids = [next((r[f] for f in self.id_fields if not blank(r.get(f))), None) for r in records]
             ids = pa.array([_as_text(i) for i in ids], pa.string())
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
-        columns["title"] = pc.fill_null(pa.array(titles if titles is not None else [None] * len(records), pa.string()),
+        columns["title"] = pc.fill_null(titles if titles is not None else pa.nulls(len(records), pa.string()),
                                         "")  # always, "" without one: see ``from_table``
-        columns["text"] = pc.fill_null(pa.array(texts, pa.string()), "")
+        columns["text"] = pc.fill_null(texts, "")
         read = [self._id_fields_read(r) for r in records] if self.p.fields is None else None
         for name in extras:
             if read is not None and name in self.id_fields:  # where it was read for the id, it is no metadata
@@ -207,8 +216,8 @@ class DocumentMapper:
         if n := pc.sum(empty).as_py():
             self._skip_empty(n, where)
             table = table.filter(pc.invert(empty))
-        texts = pc.fill_null(column_as_text(table.column(p.text_field)), "")
-        titles = pc.fill_null(column_as_text(table.column(p.title_field)), "") if has_title else None
+        texts = newlines(pc.fill_null(column_as_text(table.column(p.text_field)), ""))
+        titles = newlines(pc.fill_null(column_as_text(table.column(p.title_field)), "")) if has_title else None
         ids = column_as_text(table.column(id_name)) if id_name else None
         return table, texts, titles, ids
 

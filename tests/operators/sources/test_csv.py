@@ -89,7 +89,7 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
     bad = [(b.line, b.reason.split(" (")[0]) for b in items if not isinstance(b, pa.Table)]
     assert bad == [(4, "not valid CSV"), (6, "not valid UTF-8"), (8, "a quote opened on line 8 is never closed")]
     docs = pa.concat_tables(t for t in items if isinstance(t, pa.Table))
-    assert docs.to_pylist() == [{"docno": "r1", "title": "", "text": "two\r\nlines", "n": 1},
+    assert docs.to_pylist() == [{"docno": "r1", "title": "", "text": "two\nlines", "n": 1},
                                 {"docno": "r4", "title": "", "text": "fine", "n": 4},
                                    {"docno": "r6", "title": "", "text": "swallowed", "n": 6}]
     at = op.read_rows_at(str(path), [9, 6, 3, 2])  # one pass, each row as read alone
