@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from operators.errors import SourceError
 from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
-from operators.sources.encoding import FileDecoder, shown, utf16_without_bom
+from operators.sources.encoding import FileDecoder, save_as_utf8, shown, utf16_without_bom
 from operators.sources.html_text import html_text
 
 TEXT_SUFFIXES = (".txt",)
@@ -100,13 +100,13 @@ class TextFile:
         return f"{name}: front matter field(s) {', '.join(self.left_out)} left out: {name_rule(FILE_RESERVED)}"
 
     def table_message(self, name: str) -> str | None:
-        """Why a text file that holds a sheet (Excel's "Unicode Text" is tab-separated UTF-16 in a .txt) is one
-        document, and how to read it a document per row; None for any other file."""
+        """Why a text file that holds a sheet (tab-separated; UTF-16 with its mark is refused: ``unicode_text_sheet``)
+        is one document, and how to read it a document per row; None for any other file."""
         if self.table_shape is None:
             return None
         lines, fields = self.table_shape
-        return (f"{name}: reads as a table ({lines} lines of {fields} tab-separated fields, as Excel saves a sheet as "
-                "Unicode Text), read as one document; for a document per row, save the sheet as CSV UTF-8 and read "
+        return (f"{name}: reads as a table ({lines} lines of {fields} tab-separated fields, as a sheet saved as "
+                "text is), read as one document; for a document per row, save the sheet as CSV UTF-8 and read "
                 "that .csv (its header row names the id and text columns)")
 
 
@@ -140,7 +140,22 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
         kept, left_out = metadata_fields(fields)
         return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out), problem, stray)
-    return TextFile(None, text, guessed_encoding=guessed, stray_byte=stray, table_shape=tab_table(text))
+    shape = tab_table(text)
+    if shape is not None and content.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise SourceError(unicode_text_sheet(name, content, shape), op=getattr(op, "name", None),
+                          step=getattr(op, "step_id", None))
+    return TextFile(None, text, guessed_encoding=guessed, stray_byte=stray, table_shape=shape)
+
+
+def unicode_text_sheet(name: str, content: bytes, shape: tuple[int, int]) -> str:
+    """Why a plain text file in UTF-16 with its byte-order mark whose lines are a table (``tab_table``) is not read:
+    it is a sheet Excel saved as "Unicode Text", whose rows read as one document made one search hit of the whole
+    sheet (its id and title columns text), where the user meant a document per row; the CSV reader reads that once
+    the file is UTF-8 (it refuses UTF-16: a line reader). A failure of the file (an upload's 422) that says so."""
+    lines, fields = shape
+    return (f"'{name}' is UTF-16 tab-separated text ({lines} lines of {fields} fields), as Excel saves a sheet as "
+            "Unicode Text: not read as one document; for a document per row save the sheet as CSV UTF-8, or "
+            f"{save_as_utf8(content, 'it, named .tsv,')}")
 
 
 # -- Markdown -------------------------------------------------------------------------------------------

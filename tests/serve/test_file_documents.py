@@ -174,17 +174,23 @@ def test_a_stray_byte_in_utf8_text_is_a_warning_for_the_client_as_tessera_ingest
     assert clean == []
 
 
-def test_a_sheet_saved_as_unicode_text_is_one_document_with_a_warning_saying_how_to_read_its_rows():
-    """Excel's "Unicode Text" (UTF-16 with its mark, tab-separated, CRLF): the upload says what it is, as tessera
-    ingest does, instead of indexing a sheet as one passage silently; code indented by tabs is no table."""
+def test_a_sheet_saved_as_unicode_text_is_a_422_saying_how_to_read_its_rows():
+    """Excel's "Unicode Text" (UTF-16 with its mark, tab-separated, CRLF) was indexed as one passage with a warning;
+    the upload is refused, as tessera ingest fails the file, saying what it is and how to get a document per row.
+    The same table in UTF-8 is one document with the warning; code indented by tabs is no table."""
     sheet = "\r\n".join(["id\ttitle\ttext", "d1\tKiwi\tKiwi lay eggs.", "d2\tKea\tKea are parrots.", ""])
+    with pytest.raises(ApiError) as refused:
+        file_documents("sheet.txt", codecs.BOM_UTF16_LE + sheet.encode("utf-16-le"), Limits())
+    assert (refused.value.status, refused.value.param) == (422, "files")
+    assert refused.value.message.startswith("files: 'sheet.txt' is UTF-16 tab-separated text (3 lines of 3 fields), "
+                                            "as Excel saves a sheet as Unicode Text: not read as one document; for "
+                                            "a document per row save the sheet as CSV UTF-8, or it reads as utf_16")
     warnings: list[str] = []
-    [uploaded] = file_documents("sheet.txt", codecs.BOM_UTF16_LE + sheet.encode("utf-16-le"), Limits(),
-                                warnings=warnings)
+    [uploaded] = file_documents("sheet.txt", sheet.encode(), Limits(), warnings=warnings)
     assert uploaded["text"] == sheet.replace("\r\n", "\n")
     assert [w for w in warnings if "table" in w] == [
-        "sheet.txt: reads as a table (3 lines of 3 tab-separated fields, as Excel saves a sheet as Unicode Text), "
-        "read as one document; for a document per row, save the sheet as CSV UTF-8 and read that .csv (its header "
+        "sheet.txt: reads as a table (3 lines of 3 tab-separated fields, as a sheet saved as text is), read as "
+        "one document; for a document per row, save the sheet as CSV UTF-8 and read that .csv (its header "
         "row names the id and text columns)"]
     code: list[str] = []
     file_documents("loop.txt", b"for x in xs:\n\tprint(x)\n\tcount += 1\n", Limits(), warnings=code)

@@ -241,11 +241,22 @@ def test_a_file_saved_on_windows_is_the_same_document_as_one_saved_on_linux(tmp_
     assert rows["plain.txt"]["text"] == "Honey bees\n\nmake honey."
 
 
-def test_a_sheet_saved_as_unicode_text_is_read_as_one_document_with_a_warning_naming_the_csv_way(tmp_path, caplog):
+def test_a_sheet_saved_as_unicode_text_is_refused_saying_how_to_read_its_rows(tmp_path, caplog):
+    """Excel's "Unicode Text" (UTF-16 with its mark, tab-separated, CRLF) was one document of the whole sheet, a
+    warning aside; it is a failure of the file naming what it is and the two ways to a document per row. The same
+    table in UTF-8 (no Excel signature: a tab-aligned list) is still one document with the warning."""
     sheet = "\r\n".join(["id\ttitle\ttext", "d1\tKiwi\tKiwi lay eggs.", "d2\tKea\tKea are parrots.", ""])
     (tmp_path / "sheet.txt").write_bytes(b"\xff\xfe" + sheet.encode("utf-16-le"))
+    with pytest.raises(SourceError) as caught:
+        create("sources.files", {"path": str(tmp_path / "sheet.txt")})(pa.table({}))
+    assert caught.value.message == (
+        "'sheet.txt' is UTF-16 tab-separated text (3 lines of 3 fields), as Excel saves a sheet as Unicode Text: not "
+        "read as one document; for a document per row save the sheet as CSV UTF-8, or it reads as utf_16: save it, "
+        "named .tsv, as UTF-8 (iconv -f UTF-16 -t UTF-8 FILE > NEW_FILE)")
+    (tmp_path / "utf8").mkdir()
+    (tmp_path / "utf8" / "sheet.txt").write_bytes(sheet.encode())
     with caplog.at_level(logging.WARNING, logger="tessera.sources"):
-        [row] = create("sources.files", {"path": str(tmp_path / "sheet.txt")})(pa.table({})).to_pylist()
+        [row] = create("sources.files", {"path": str(tmp_path / "utf8" / "sheet.txt")})(pa.table({})).to_pylist()
     assert row["text"].startswith("id\ttitle\ttext\nd1\tKiwi")
     assert any("sheet.txt: reads as a table (3 lines of 3 tab-separated fields" in m and "CSV UTF-8" in m
                for m in caplog.messages)
