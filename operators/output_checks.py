@@ -167,3 +167,21 @@ def returned_hint(out: object) -> str:
         return ("a generator, not a pyarrow Table (transform yields: it returns one table; only a source's "
                 "read(split) yields tables)")
     return f"a {type(out).__name__}, not a pyarrow Table{table_hint(out)}"
+
+
+def document_breach(out: pa.Table) -> str | None:
+    """Why a batch a source's ``read()`` yielded for ``tessera ingest`` is no documents (``docno, text``, a
+    ``title`` as text, metadata), or None; its core columns' types are ``output_breach``'s. A plugin source
+    without ``text`` failed as the index's "chunks lack column(s) ['text']", one without ``docno`` as an internal
+    ``KeyError``, and an int title was stored as one. A batch that read nothing (no columns) is none."""
+    if not out.column_names:
+        return None
+    if missing := [name for name in ("docno", "text") if name not in out.column_names]:
+        return (f"read() yielded no {' nor '.join(repr(m) for m in missing)} column (it has {shown_columns(out)}); "
+                "tessera ingest reads documents: 'docno' (the id, text) and 'text', with 'title' and metadata "
+                "beside them (operators.tables.set_column(table, 'text', values), or table.rename_columns)")
+    if "title" in out.column_names:
+        field = out.schema.field("title")
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_null(field.type)):
+            return _wrong_type(field, pa.string(), None, out, "read() yielded")
+    return None

@@ -25,7 +25,8 @@ from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
 from operators.sources._documents import JsonNumber
-from operators.errors import SourceError, shown_name
+from operators.errors import OperatorError, SourceError, shown_name
+from operators.output_checks import document_breach
 from operators.sources._common import (
     BOM,
     DocumentMapper,
@@ -68,7 +69,7 @@ def read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | Non
 def _read_split_files(op: Source, split: Any, skip: frozenset[str], read: Callable[[Any], Iterator[Any]] | None = None
                       ) -> Iterator[Any]:
     """``read(split)`` (the source's ``read`` by default), with a file that cannot be read as a ``Failure``."""
-    read = read or op.read_checked
+    read = read or documents_read(op)
     path = _whole_file(split) if op.name in FILE_SOURCES else None
     if path is None:
         yield from read(split)
@@ -77,6 +78,18 @@ def _read_split_files(op: Source, split: Any, skip: frozenset[str], read: Callab
         yield _file_failure(path, RECORDED)
         return
     yield from read_file(op, split, read)
+
+
+def documents_read(op: Source) -> Callable[[Any], Iterator[Any]]:
+    """``op.read_checked``, each batch also checked to be documents (``output_checks.document_breach``: ``docno``
+    and ``text``, a text ``title``): a plugin source's batch without them is an error naming its step and what it
+    has, not a failure of the index's writer."""
+    def read(split: Any) -> Iterator[Any]:
+        for table in op.read_checked(split):
+            if isinstance(table, pa.Table) and (problem := document_breach(table)):
+                raise OperatorError(problem, op=op.name, step=op.step_id)
+            yield table
+    return read
 
 
 def _whole_file(split: Any) -> str | None:
@@ -114,7 +127,7 @@ def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | Non
     ``--retry-failed`` reading it again), after it an error."""
     path, started = _whole_file(split) or str(split), False
     try:
-        for table in (read or op.read_checked)(split):
+        for table in (read or documents_read(op))(split):
             started = True
             yield table
     except FILE_ERRORS as err:

@@ -37,13 +37,26 @@ class Notes(Source):
         model_config = ConfigDict(extra="forbid")
         ids: str = Field("int", description="int or string")
         shape: str = Field("table", description="table or rows")
+        slip: str = Field("none", description="none, body (text named body), no_docno, bytes (text), int_title")
 
     def produces(self) -> dict[str, str]:
+        if self.params.slip in ("body", "no_docno"):  # a first plugin declares nothing (the base's {})
+            return {}
         return {"docno": "id", "title": "text", "text": "text"}
 
     def read(self, split):
         ids = [1, 2, 3] if self.params.ids == "int" else ["1", "2", "3"]
         rows = [{"docno": i, "title": t.split()[0], "text": t} for i, t in zip(ids, TEXTS)]
+        slip = self.params.slip
+        for row, n in zip(rows, range(1, 4)):
+            if slip == "body":
+                row["body"] = row.pop("text")
+            elif slip == "no_docno":
+                del row["docno"]
+            elif slip == "bytes":
+                row["text"] = row["text"].encode()
+            elif slip == "int_title":
+                row["title"] = n
         yield pa.Table.from_pylist(rows) if self.params.shape == "table" else rows
 '''
 
@@ -78,5 +91,22 @@ def test_a_flow_that_reads_the_source_names_its_step(notes, params, said):
                                                  "words": {"op": "analyze.word_count"}}})
     with pytest.raises(OperatorError) as err:
         flow.run()
+    assert (err.value.step, err.value.op) == ("read", "mylab.notes")
+    assert err.value.message.startswith(said), err.value.message
+
+
+@pytest.mark.parametrize("slip, said", [
+    ("body", "read() yielded no 'text' column (it has docno, title, body); tessera ingest reads documents: 'docno' "
+             "(the id, text) and 'text', with 'title' and metadata beside them"),
+    ("no_docno", "read() yielded no 'docno' column (it has title, text); tessera ingest reads documents"),
+    ("bytes", "read() yielded a column of another type than the data model's: 'text' is binary, expected string"),
+    ("int_title", "read() yielded a column of another type than the data model's: 'title' is int64, expected string")])
+def test_an_ingest_of_a_batch_that_is_no_documents_names_the_read_step_the_column_and_what_it_has(tmp_path, notes,
+                                                                                                  slip, said):
+    """Without 'text' the ingest failed as the index's "chunks lack column(s) ['text']", without 'docno' as an
+    internal KeyError, and an int title was stored as one: each is now the read step's error, before any shard."""
+    with pytest.raises(OperatorError) as err:
+        ingest({"op": "mylab.notes", "params": {"ids": "string", "slip": slip}}, tmp_path / "idx", executor="local",
+               settings={"dense": False}, progress=False)
     assert (err.value.step, err.value.op) == ("read", "mylab.notes")
     assert err.value.message.startswith(said), err.value.message
