@@ -17,6 +17,7 @@ document matches is refused, with examples of the ids on both sides.
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +225,8 @@ def _held_instead(root: Path, stem: str) -> str:
     """What the folder holds in place of ``STEM.jsonl`` (a ``corpus.csv``, a ``queries.tsv``) and how to write the
     JSON lines file from it (a CSV by the standard library, its ids kept as text, a byte order mark dropped: Excel's
     "CSV UTF-8" gave every line a field '\\ufeff_id' and no id); else what the folder holds."""
+    if stem == "queries" and (topics := _topics_instead(root)):
+        return topics
     names = sorted(p.name for p in root.iterdir())
     other = next((n for n in names if n.lower().startswith(stem + ".") and n.lower() != f"{stem}.jsonl"), None)
     if other is None:
@@ -242,13 +245,38 @@ def _held_instead(root: Path, stem: str) -> str:
             f"line with {fields}{how}")
 
 
+def _topics_instead(root: Path) -> str:
+    """A TREC topic file or a ``qid<TAB>query`` file beside the corpus (``topics.301-450``, ``topics.trec``,
+    ``queries.tsv``), named with the line that writes queries.jsonl from it: ``read_queries`` reads both, as
+    ``tessera run --queries`` does, and a researcher's queries come as such files more often than as JSON lines."""
+    from flows.queries import read_queries
+    from operators.errors import TesseraError
+
+    for path in sorted(root.iterdir()):
+        name = path.name.lower()
+        if not ("topic" in name or name.startswith("queries.")) or name.endswith((".jsonl", ".gz")) or path.is_dir():
+            continue
+        try:
+            count = read_queries(path).num_rows
+        except (TesseraError, OSError):
+            continue
+        target, source = json.dumps(str(root / "queries.jsonl")), json.dumps(str(path))  # "...": shlex quotes once
+        code = (f'import json; from flows.queries import read_queries; open({target}, "w", encoding="utf-8")'
+                '.writelines(json.dumps({"_id": r["qid"], "text": r["query"]}, ensure_ascii=False) + "\\n" '
+                f'for r in read_queries({source}).to_pylist())')
+        return (f"; it has {path.name}, {count} queries (qid and title, as tessera run --queries reads it), which "
+                f"the benchmark does not read: write queries.jsonl from it: {shlex.join(['python', '-c', code])}")
+    return ""
+
+
 def _qrels_elsewhere(root: Path, split: str) -> str:
-    """A qrels file the benchmark does not read under another name or place (``qrels/test.csv``, ``qrels.tsv`` or
-    ``test.tsv`` beside corpus.jsonl), named with the name to give it."""
+    """A qrels file the benchmark does not read under another name or place (``qrels/test.csv``, ``qrels.tsv``,
+    ``test.tsv`` or a TREC ``qrels.trec``, ``test.qrels`` beside corpus.jsonl), named with the name to give it."""
     wanted = root / "qrels" / f"{split}.tsv"
     qrels = root / "qrels"
     near = [p for p in qrels.glob(f"{split}.*") if p.suffix != ".tsv"] if qrels.is_dir() else []
     near += [p for p in (root / "qrels.tsv", root / f"{split}.tsv", root / "qrels.txt") if p.is_file()]
+    near += [p for p in sorted(root.iterdir()) if "qrel" in p.name.lower() and p.is_file() and p not in near]
     if not near:
         return ""
     return (f"; {near[0]} is not read: qrels are read from qrels/<split>.tsv, so move it to {wanted} "
