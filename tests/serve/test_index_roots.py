@@ -120,6 +120,7 @@ def files_refused(service: Service, step: dict) -> ApiError:
     {"op": "retrieve.chroma", "params": {"path": "/var/lib", "collection": "c"}},
     {"op": "rerank.colbert", "params": {"token_store": "/tmp"}},
     {"op": "retrieve.gold", "params": {"dataset": "/srv/private-set"}},
+    {"op": "retrieve.run_file", "params": {"path": "/etc/passwd"}},
 ])
 def test_a_step_may_not_read_files_outside_the_data_roots(service, step):
     """Sources, corpus files, vector stores and token stores read the server's files: a client could get them back
