@@ -249,7 +249,8 @@ class StepCache(CacheDatabase):
     def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:
         if self.read_only():
             return
-        explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats,
+        explained = step_explain(op)
+        explain = {**explained, "step_key": step_key(op, explained), "last_run": stats,
                    "module_digests": module_digests(op)}  # beside the key: which module an edit changed
         with self._or_said():
             self._conn().execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",

@@ -73,19 +73,17 @@ def _stable_text(value: Any) -> Any:
     return text
 
 
-def _identity(op: Operator) -> Any:
-    """``op.cache_identity()``, refused where a value in it reads another in each process (a function, a loaded
-    model, an object without a text of its own): the step's key would change in every run and it would never be
-    found in the cache, silently."""
-    identity = op.cache_identity()
+def _key_bytes(op: Operator, explain: dict[str, Any]) -> bytes:
+    """The bytes a step's key hashes, its ``cache_identity()`` serialized once among them; refused where a value in
+    it reads another in each process (a function, a loaded model, an object without a text of its own): the step's
+    key would change in every run and it would never be found in the cache, silently."""
     try:
-        json.dumps(identity, sort_keys=True, default=_stable_text)
+        return _encode(explain)
     except _UnstableValue as err:
         raise OperatorError(f"its cache_identity() holds a {err}, whose text is another in each process, so the step "
                             "would never be found in the step cache: return what decides the output as text, numbers, "
                             "lists and dicts (a model's name and revision, not the model)", step=op.step_id,
                             op=op.name) from None
-    return identity
 
 
 #: Bytes that open a step key: a digest of its operator's name. Every unit key of a step starts with the step key,
@@ -99,19 +97,21 @@ def operator_tag(name: str) -> bytes:
     return hashlib.blake2b(name.encode("utf-8"), digest_size=OPERATOR_TAG_BYTES).digest()
 
 
-def step_key(op: Operator) -> str:
+def step_key(op: Operator, explain: dict[str, Any] | None = None) -> str:
     """Hex key of an operator's identity: its name's tag, then a digest of its version and what decides its
-    output (16 bytes in all)."""
-    digest = hashlib.blake2b(_encode(step_explain(op)), digest_size=16 - OPERATOR_TAG_BYTES).digest()
+    output (16 bytes in all). ``explain``: its ``step_explain(op)``, where the caller has it already."""
+    data = _key_bytes(op, step_explain(op) if explain is None else explain)
+    digest = hashlib.blake2b(data, digest_size=16 - OPERATOR_TAG_BYTES).digest()
     return (operator_tag(op.name) + digest).hex()
 
 
 def step_explain(op: Operator) -> dict[str, Any]:
-    """Everything that goes into a step's key, readable (``tessera cache explain``)."""
+    """Everything that goes into a step's key, readable (``tessera cache explain``); its identity is checked where
+    it is keyed (``step_key``)."""
     return {
         "op": op.name,
         "version": op.version,
-        "identity": _identity(op),
+        "identity": op.cache_identity(),
         "scope": op.scope,
         "reads": op.reads() if op.scope == "row" else None,
         # what the step declares it writes: a row-scope unit stores only those columns, and a retriever names two

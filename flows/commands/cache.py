@@ -81,7 +81,8 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
     for s in steps:
         op = flow.operators[s]
         cached = flow.spec.steps[s].cache and caches(op)
-        entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached,
+        explained = step_explain(op)
+        entry = {"step": s, **explained, "step_key": step_key(op, explained), "cached": cached,
                  "own_modules": own_modules(op)}
         last = stored.get(s)
         if last is not None:
