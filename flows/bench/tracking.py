@@ -63,13 +63,12 @@ def _database(uri: str) -> str | None:
 def store_path(uri: str | None) -> str | None:
     """The local path a tracking URI writes into, as given (a SQLite database, a file store), else None: in a Ray job
     a relative one lands in the job's temporary working directory, which Ray deletes (``flows.commands.bench``)."""
-    if not uri:
-        return None
-    if _scheme(uri) == "sqlite":
+    scheme = _scheme(uri) if uri else None
+    if scheme == "sqlite":
         return _database(uri)  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
-    if _scheme(uri) == "file":
+    if scheme == "file":
         return urlparse(uri).path or None
-    return uri if _scheme(uri) == "" else None
+    return uri if scheme == "" else None
 
 
 def required_modules(uri: str | None) -> tuple[str, ...]:
@@ -89,15 +88,15 @@ class Tracker:
 def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
     """Open (create) the store and the experiment; any failure is one line, before anything runs."""
     default, uri = uri is None, uri or default_uri(out)
-    parsed = urlparse(uri)
-    if parsed.scheme in ("file", ""):
+    scheme = _scheme(uri)
+    if scheme in ("file", ""):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     # MLflow announces the creation and migration of a new SQL store at INFO: not the user's news.
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    if parsed.scheme in ("http", "https"):
-        _check_reachable(uri, parsed)
-    if _scheme(uri) == "sqlite":
+    if scheme in ("http", "https"):
+        _check_reachable(uri, urlparse(uri))
+    if scheme == "sqlite":
         _check_writable(uri)
     try:
         from mlflow.tracking import MlflowClient
@@ -114,9 +113,13 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         raise BenchError(f"MLflow tracking to {uri} needs the 'bench' extra ({err}): pip install 'tessera[bench]', "
                          "or use --no-mlflow", field="mlflow-uri") from None
     except Exception as err:  # noqa: BLE001 - a bad URI, an unreachable server, a damaged database
-        raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
-                         field="mlflow-uri") from None
+        raise _refused(uri, f"{type(err).__name__}: {err}") from None
     return Tracker(uri, client, experiment_id)
+
+
+def _refused(uri: str, why: str) -> BenchError:
+    """The one line that refuses a tracking store, whatever its scheme."""
+    return BenchError(f"cannot open the MLflow store {uri}: {why}", field="mlflow-uri")
 
 
 def _check_writable(uri: str) -> None:
@@ -137,8 +140,8 @@ def _check_writable(uri: str) -> None:
             with tempfile.TemporaryFile(dir=folder):
                 pass
     except OSError:
-        raise BenchError(f"cannot open the MLflow store {uri}: {path if path.is_file() else folder} cannot be "
-                         "written here; give another --mlflow-uri, or --no-mlflow", field="mlflow-uri") from None
+        raise _refused(uri, f"{path if path.is_file() else folder} cannot be written here; give another "
+                       "--mlflow-uri, or --no-mlflow") from None
 
 
 def _check_reachable(uri: str, parsed: Any) -> None:
@@ -150,8 +153,8 @@ def _check_reachable(uri: str, parsed: Any) -> None:
     try:
         socket.create_connection((parsed.hostname or "localhost", port), timeout=10).close()
     except OSError as err:
-        raise BenchError(f"cannot open the MLflow store {uri}: no server answers at {parsed.hostname}:{port} "
-                         f"({err.strerror or err}); start it, or use --no-mlflow", field="mlflow-uri") from None
+        raise _refused(uri, f"no server answers at {parsed.hostname}:{port} ({err.strerror or err}); start it, or "
+                       "use --no-mlflow") from None
 
 
 @contextlib.contextmanager
