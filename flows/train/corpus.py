@@ -10,6 +10,7 @@ the file and line. Ids are read as ingestion reads them (``default_id``: ``_id``
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -50,16 +51,16 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
 
 def _line_text(corpus: Path, number: int, raw: bytes, field: str) -> str:
     """A corpus line's text (a byte order mark is not part of the first document); one that is not UTF-8 (Notepad's
-    Windows-1252) is a ``TrainError`` naming its line, the byte and the iconv line. It named a byte's offset in the
-    block Python had decoded, not in the file, and nothing to do."""
+    Windows-1252) is a ``TrainError`` naming its line and the byte as a source's reader names them
+    (``encoding.undecodable_line``), and the iconv line. It named a byte's offset in the block Python had decoded,
+    not in the file, and nothing to do."""
     try:
-        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        return (raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw).decode("utf-8")
     except UnicodeDecodeError as err:
-        from operators.sources.encoding import save_as_utf8
+        from operators.sources.encoding import save_as_utf8, undecodable_line
 
-        raise TrainError(f"corpus {corpus} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x} at byte "
-                         f"{err.start + 1} of the line): corpus.jsonl holds one JSON object per line; "
-                         f"{save_as_utf8(raw)}", field=field) from None
+        raise TrainError(f"corpus {corpus} line {number}: {undecodable_line(err)}; {save_as_utf8(raw)}",
+                         field=field) from None
 
 
 def _record(corpus: Path, number: int, line: str, field: str) -> dict:

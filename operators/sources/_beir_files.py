@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from operators.errors import SourceError, SourceNotFoundError
+from operators.sources.encoding import save_as_utf8, undecodable_line
 
 
 def _where(op: Any) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def _qrels_lines(path: Path, op: Any):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
-                raise SourceError(f"{path}, line {number}: not UTF-8 text ({err.reason}); save the qrels as UTF-8",
+                raise SourceError(f"{path}, line {number}: {undecodable_line(err)}; {save_as_utf8(raw, 'the qrels')}",
                                   **_where(op)) from None
             parts = [p.strip() for p in line.split("\t")] if "\t" in line else line.split()
             while parts and not parts[-1]:  # a trailing tab

@@ -338,10 +338,17 @@ def shown(encoding: str | None) -> str:
     return "UTF-8" if encoding in (None, "utf-8") else encoding
 
 
+def undecodable_line(err: UnicodeDecodeError, encoding: str | None = None) -> str:
+    """``not UTF-8 text (byte 0xe9 at byte 6 of the line: invalid continuation byte)``: why a line is not text, as
+    every reader of a line-by-line file says it (a source, the training corpus, a qrels file)."""
+    return f"not {shown(encoding)} text (byte 0x{err.object[err.start]:02x} at byte {err.start + 1} of the line: " \
+           f"{err.reason})"
+
+
 def undecodable(err: UnicodeDecodeError, encoding: str | None) -> str:
-    """Why a line is not text, for its failure: the byte, and what to do."""
-    return (f"not {shown(encoding)} text (byte 0x{err.object[err.start]:02x} at byte {err.start + 1} of the line: "
-            f"{err.reason}); give the file's encoding (the encoding param, tessera ingest --encoding)")
+    """Why a line of a source's file is not text, for its failure: the byte, and what to do."""
+    return (f"{undecodable_line(err, encoding)}; give the file's encoding (the encoding param, tessera ingest "
+            "--encoding)")
 
 
 def save_as_utf8(data: bytes, what: str = "it") -> str:

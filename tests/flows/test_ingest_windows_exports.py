@@ -229,9 +229,37 @@ def test_a_training_corpus_in_windows_1252_is_refused_naming_its_line_and_the_ic
     number = next(n for n, line in enumerate(lines, 1) if not line.isascii())  # an abstract's ’ or é: 0x92, 0xe9
     at = next(i for i, byte in enumerate(lines[number - 1]) if byte > 127)
     assert err.value.message == (
-        f"corpus {corpus} line {number} is not UTF-8 text (byte 0x{lines[number - 1][at]:02x} at byte {at + 1} of the "
-        "line): corpus.jsonl holds one JSON object per line; it reads as cp1252: save it as UTF-8 (iconv -f CP1252 -t "
-        "UTF-8 FILE > NEW_FILE)")
+        f"corpus {corpus} line {number}: not UTF-8 text (byte 0x{lines[number - 1][at]:02x} at byte {at + 1} of the "
+        f"line: {'invalid start byte' if lines[number - 1][at] < 0xc0 else 'invalid continuation byte'}); it reads as "
+        "cp1252: save it as UTF-8 (iconv -f CP1252 -t UTF-8 FILE > NEW_FILE)")
     corpus.write_bytes(subprocess.run(["iconv", "-f", "CP1252", "-t", "UTF-8", str(corpus)], capture_output=True,
                                       check=True).stdout)
     assert check_corpus(corpus) == 0
+
+
+def test_the_training_corpus_and_a_source_say_the_same_of_a_line_that_is_not_utf8(tmp_path, scifact_docs):
+    """The trainer and ``sources.jsonl`` read the same corpus.jsonl and named its bad byte in two wordings
+    (``encoding.undecodable_line`` is both's now); a first line opening with a byte order mark named a byte of the
+    mark (0xbf), not the line's."""
+    import pyarrow as pa
+
+    from flows.train.corpus import check_corpus
+    from flows.train.errors import TrainError
+    from operators.errors import SourceError
+    from operators.registry import create
+
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [{**scifact_docs[0], "text": "Café " + scifact_docs[0]["text"]}, *scifact_docs[1:3]]
+    corpus.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
+                       .encode("cp1252", errors="replace"))
+    with pytest.raises(TrainError) as trained:
+        check_corpus(corpus)
+    with pytest.raises(SourceError) as read:
+        create("sources.jsonl", {"path": str(corpus), "encoding": "utf-8"})(pa.table({}))
+    line = corpus.read_bytes().split(b"\n")[0][3:]
+    at = next(i for i, byte in enumerate(line) if byte > 127)
+    why = "invalid start byte" if line[at] < 0xc0 else "invalid continuation byte"
+    said = f"not UTF-8 text (byte 0x{line[at]:02x} at byte {at + 1} of the line: {why})"
+    assert trained.value.message == (f"corpus {corpus} line 1: {said}; it reads as cp1252: save it as UTF-8 (iconv -f "
+                                     "CP1252 -t UTF-8 FILE > NEW_FILE)")
+    assert f"{corpus}, line 1: {said}; give the file's encoding" in read.value.message

@@ -135,8 +135,11 @@ def test_qrels_that_are_not_utf8_are_an_error_naming_the_file_and_line(tmp_path,
     text = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1 é\n" if encoding == "latin-1" else "q1\td1\t1\n"
     (folder / "qrels" / "test.tsv").write_bytes(text.encode(encoding))
     line = 3 if encoding == "latin-1" else 1
-    with pytest.raises(SourceError, match=rf"test\.tsv, line {line}: not UTF-8 text"):
+    with pytest.raises(SourceError, match=rf"test\.tsv, line {line}: not UTF-8 text") as err:
         load_qrels(folder, "test")
+    if encoding == "latin-1":  # said as a source and the trainer say it: the byte, where, and the iconv line
+        assert "line 3: not UTF-8 text (byte 0xe9 at byte 9 of the line: invalid continuation byte); " in str(err.value)
+        assert "save the qrels as UTF-8 (iconv -f " in str(err.value)
 
 
 def test_a_header_is_a_first_line_naming_its_columns_and_no_other_line_is_dropped(tmp_path):
