@@ -310,10 +310,11 @@ class StepCache(CacheDatabase):
         remove_cache_files(self.root)
         return True
 
-    def clear_operator(self, name: str) -> dict[str, int]:
+    def clear_operator(self, name: str) -> dict[str, Any]:
         """Delete the stored outputs of the operator ``name`` (an alias names it too), of every step, params and
         version of it, and keep the rest: for what its key cannot see (a model file replaced at the same path, a
-        plugin's data file edited). Returns the units, saved model calls, files and bytes removed. A name that no
+        plugin's data file edited). Returns the operator's registered name (``operator``) and the units, saved model
+        calls, files and bytes removed. A name that no
         operator has and the cache never stored is a ``CacheError`` naming the close ones."""
         from flows.cache_keys import operator_tag
         from flows.cache_prune import forget_prefix
@@ -322,9 +323,9 @@ class StepCache(CacheDatabase):
         if name not in recorded:
             name = _operator_name(name, recorded)
         if not self._may_delete():
-            return {"units": 0, "calls": 0, "files": 0, "bytes": 0}
+            return {"operator": name, "units": 0, "calls": 0, "files": 0, "bytes": 0}
         with self._said_of_home():
-            return forget_prefix(self._conn(), self.root / "data", operator_tag(name))
+            return {"operator": name, **forget_prefix(self._conn(), self.root / "data", operator_tag(name))}
 
     def recorded_operators(self) -> list[str]:
         """The operators whose steps the cache recorded a run of (``record_step``), sorted."""

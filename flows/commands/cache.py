@@ -212,6 +212,17 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
+def _nothing_of(given: str, operator: str, root: Path) -> str:
+    """Why ``clear --operator`` removed nothing: the operator the name resolved to (``bm25``, a step's usual name, is
+    the alias of ``retrieve.bm25``) and the operators the cache does hold outputs of."""
+    from flows.cache import StepCache
+
+    names = "" if given == operator else f" ('{given}' names the operator {operator})"
+    held = [name for name in ((StepCache(root).summary() or {}).get("operators") or {}) if name != "(other)"]
+    return (f"nothing of {operator} stored at {root}{names}"
+            + (f"; it holds outputs of {', '.join(held)}" if held else ""))
+
+
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
     from flows.cache import StepCache
 
@@ -220,9 +231,9 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
         done = StepCache(root).clear_operator(args.operator)
         said = (f"{done['units']:,} stored unit(s)" + (f", {done['calls']:,} saved model call(s)" if done["calls"]
                 else "") + f" in {done['files']:,} file(s), {format_bytes(done['bytes'])}")
-        report(args, {"cache_dir": str(root), "operator": args.operator, **done},
-               f"cleared {args.operator} from {root}: removed {said}" if done["units"] or done["calls"]
-               else f"nothing of {args.operator} stored at {root}")
+        report(args, {"cache_dir": str(root), **done},
+               f"cleared {done['operator']} from {root}: removed {said}" if done["units"] or done["calls"]
+               else _nothing_of(args.operator, done["operator"], root))
         return EXIT_OK
     files, size = _stored(root)
     cleared = StepCache(root).clear()

@@ -57,7 +57,8 @@ def test_an_alias_names_its_operator_and_saved_model_calls_go_with_it(tmp_path):
     calls.record(b"prompt two", {"text": "Paris"})
     other = BatchCalls(cache, step_key(create("analyze.word_count", {})))
     other.record(b"prompt", {"text": "kept"})
-    assert cache.clear_operator("DimensionExtractionStep") == {"units": 0, "calls": 2, "files": 0, "bytes": 0}
+    assert cache.clear_operator("DimensionExtractionStep") == {"operator": "analyze.dimensions", "units": 0,
+                                                               "calls": 2, "files": 0, "bytes": 0}
     assert BatchCalls(cache, step_key(op)).recall([b"prompt one", b"prompt two"]) == {}
     assert list(BatchCalls(cache, step_key(create("analyze.word_count", {}))).recall([b"prompt"]).values()) == [
         {"text": "kept"}]
@@ -87,3 +88,19 @@ def test_the_command_says_what_it_removed_and_json_counts_it(tmp_path, capfd):
                                                   "units": 0, "calls": 0, "files": 0, "bytes": 0}
     assert main([*argv[:3], "analyse.word_count", *argv[4:]]) == 2
     assert "did you mean 'analyze.word_count'?" in capfd.readouterr().err
+
+
+def test_a_name_of_another_operator_than_the_cache_holds_says_which_it_names_and_what_the_cache_holds(tmp_path, capfd):
+    """``bm25``, the step's name in most flows, is the alias of ``retrieve.bm25``: the command said only 'nothing of
+    bm25 stored', as if the step held nothing, and kept the step's outputs without saying why."""
+    cache = tmp_path / "cache"
+    flow().run(QUERIES, cache=cache)
+    held = StepCache(cache).summary()["units"]
+    argv = ["cache", "clear", "--operator", "bm25", "--cache-dir", str(cache)]
+    assert main(argv) == 0
+    assert capfd.readouterr().out == (f"nothing of retrieve.bm25 stored at {cache} ('bm25' names the operator "
+                                      "retrieve.bm25); it holds outputs of analyze.word_count, postprocess.reduce, "
+                                      "retrieve.corpus_bm25\n")
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capfd.readouterr().out)["operator"] == "retrieve.bm25"
+    assert StepCache(cache).summary()["units"] == held
