@@ -14,10 +14,25 @@ from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch, values_to_array
 
 
+#: What a query may do in SQLite (the authorizer's action codes): read tables, call functions, recurse. Anything
+#: else is refused, since a query runs unchanged on the file: ``DROP TABLE`` dropped (the driver commits DDL at once),
+#: and ``VACUUM INTO '/any/path'`` and ``ATTACH '/any/path'`` wrote files anywhere the process may, outside the
+#: folders the service reads from (its ``data_roots``), whatever a spec from a client was allowed to name.
+_SQLITE_READS = frozenset({20, 21, 31, 33})  # SQLITE_READ, SQLITE_SELECT, SQLITE_FUNCTION, SQLITE_RECURSIVE
+
+
+def _read_only(connection: Any, _record: Any) -> None:
+    """A new SQLite connection that only reads: every statement but a ``SELECT`` is refused as it is prepared."""
+    import sqlite3
+
+    connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in _SQLITE_READS else sqlite3.SQLITE_DENY)
+
+
 class SqlSource(Source):
     """Read documents from a SQL database through SQLAlchemy, streamed in chunks of ``batch_rows``.
 
-    Give a ``query`` or a ``table``; result columns are mapped to ``docno, title,
+    Give a ``query`` or a ``table``; a SQLite file is only read (a query that writes, attaches a file or vacuums
+    is refused: "not authorized"). Result columns are mapped to ``docno, title,
     text`` like the file sources, and the other columns are kept. The result is read
     as one split, with a server-side cursor where the driver has one.
 
@@ -31,7 +46,7 @@ class SqlSource(Source):
 
     class Params(DocumentParams):
         url: str = Field(..., min_length=1, json_schema_extra=local_path(), description="SQLAlchemy database URL, e.g. `sqlite:///docs.db`.")
-        query: str | None = Field(None, description="SELECT statement giving one row per document.")
+        query: str | None = Field(None, description="SELECT statement giving one row per document (SQLite: read only).")
         table: str | None = Field(
             None, validate_default=True, description="Table (or `schema.table`) to read whole, instead of a query."
         )
@@ -60,7 +75,10 @@ class SqlSource(Source):
                 raise SourceNotFoundError(
                     f"SQLite database '{database}' does not exist", op=self.name, step=self.step_id, field="params.url"
                 )
-        return sa.create_engine(url)
+        engine = sa.create_engine(url)
+        if url.get_backend_name() == "sqlite":
+            sa.event.listen(engine, "connect", _read_only)
+        return engine
 
     def _statement(self) -> Any:
         import sqlalchemy as sa
