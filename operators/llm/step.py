@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
-from operators.errors import ParamsError, SpecError
+from operators.errors import ParamsError, SpecError, one_line
 from operators.llm.aliases import key_env, known_model, missing_file, model_identity, no_server, resolve
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.llm.seeds import call_seed
@@ -118,6 +118,7 @@ class LLMStep(Operator):
                 raise ParamsError(f"the prompt must use {wanted}: without it the model never sees what the step is "
                                   "about, and every call sends the same prompt", op=self.name, step=self.step_id,
                                   field="params.prompt")
+            _check_format_specs(self.params.prompt, self)
             self._try_prompt(self.params.prompt)
 
     def _try_prompt(self, template: str) -> None:
@@ -294,6 +295,29 @@ def repetition(text: str) -> str | None:
         if len(part) >= 40 and len(set(grams)) < len(grams) / 4:
             return f"the reply repeats itself ({len(part)} words, {len(set(grams))} different runs of four)"
     return None
+
+
+#: The widest a prompt's format spec may pad or the most digits it may print (``{query:>40}``): ``{query:>300000000}``
+#: made each call's prompt 300 MB (allocated as a spec was checked, then sent to the model), so one request could take
+#: the memory of the process that runs it, the service's ingress for a search.
+MAX_FORMAT_WIDTH = 1000
+
+
+def _check_format_specs(template: str, step: Operator) -> None:
+    """A ``ParamsError`` naming ``params.prompt`` for a format spec wider than ``MAX_FORMAT_WIDTH`` or one that takes
+    its width from a field (``{query:>{count}}``, where a query's text could be ``999999999``)."""
+    import string
+
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if not name or not spec:
+            continue
+        if "{" in spec:
+            raise ParamsError(f"the prompt's field {{{name}:{spec}}} takes its format from another field; write the "
+                              "width as a number", op=step.name, step=step.step_id, field="params.prompt")
+        if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec)):
+            raise ParamsError(f"the prompt's field {{{name}:{one_line(spec, 20)}}} pads or prints more than "
+                              f"{MAX_FORMAT_WIDTH} characters; a format spec's numbers are at most {MAX_FORMAT_WIDTH}",
+                              op=step.name, step=step.step_id, field="params.prompt")
 
 
 def _format_fields(template: str) -> list[str]:
