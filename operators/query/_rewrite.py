@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Container, Literal
 import pyarrow as pa
 from pydantic import Field, ValidationInfo, field_validator
 
-from operators.errors import OperatorError
+from operators.errors import MissingColumnsError
 from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.tables import require_columns
@@ -116,8 +116,9 @@ class QueryRewriter(LLMStep):
         rows = table.to_pylist()
         queries = {str(row["qid"]): str(row[self.params.query_column] or "") for row in rows}
         if len(queries) != len(rows):
-            raise OperatorError("each qid must appear once (a queries table, before retrieval)",
-                                op=self.name, step=self.step_id, field="qid")
+            # the step placed after a retriever: the spec's to change (a 422 over HTTP), not a failure of the step
+            raise MissingColumnsError("each qid must appear once (a queries table, before retrieval): put this step "
+                                      "before the retrievers", op=self.name, step=self.step_id, field="qid")
         # After another rewriter, only the questions asked are rewritten (one call each, as documented), and what
         # that one added counts as seen: its rows pass as they are.
         asked = {str(row["qid"]): queries[str(row["qid"])] for row in rows
