@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 from typing import Any, Literal
 
 ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
@@ -76,6 +77,11 @@ def failure_detail(err: Exception) -> str:
         return "the server's reply is not valid JSON"
     if (problem := _not_a_completion(str(err))) is not None:
         return problem
+    if (tls := in_chain(err, ssl.SSLError)) is not None:  # litellm said "Connection error." and no more
+        reason = getattr(tls, "reason", None) or str(tls)
+        plain = reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST")  # (OpenSSL's names)
+        return f"the TLS handshake failed ({reason})" + (
+            ": an https:// api_base for a server that speaks plain http fails so" if plain else "")
     return f"{type(err).__name__}: {_first_line(err)}"
 
 

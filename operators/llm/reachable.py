@@ -103,15 +103,64 @@ def _server_listens(alias: ModelAlias, url: str, timeout: float) -> tuple[bool, 
     404, 500), or an answer slower than ``timeout`` on a connection it accepted, is up (the call says the rest)."""
     import requests
 
+    where = ("change the alias's api_base in its models file" if alias.api_base
+             else f"set ${OWN_SERVER[alias.provider]} to where it runs")
     try:
         requests.get(url, timeout=timeout, allow_redirects=False, stream=True).close()
-    except (requests.exceptions.SSLError, requests.exceptions.ReadTimeout):
+    except requests.exceptions.SSLError:
+        if (plain := _plain_http(url, timeout)) is not None:
+            return False, _speaks_http(url, plain, where)
+        return True, f"a server listens on {url}"  # (TLS with a certificate this machine does not trust)
+    except requests.exceptions.ReadTimeout:
         return True, f"a server listens on {url}"
     except requests.ConnectionError as err:
-        where = ("change the alias's api_base in its models file" if alias.api_base
-                 else f"set ${OWN_SERVER[alias.provider]} to where it runs")
         return False, f"no server answers on {url} ({type(err).__name__}); start it, or {where}"
+    if (wrong := _missing_v1(alias, timeout, {})) is not None:
+        return False, wrong
     return True, f"a server answers on {url}"
+
+
+def _plain_http(url: str, timeout: float) -> str | None:
+    """The ``http://`` form of an ``https://`` ``url`` whose TLS handshake failed, when a server answers plain HTTP
+    there (the usual mistake: ``https://`` for a local llama.cpp or vLLM server), else None."""
+    import requests
+
+    if not url.startswith("https://"):
+        return None
+    plain = "http://" + url[len("https://"):]
+    try:
+        requests.get(plain, timeout=timeout, allow_redirects=False, stream=True).close()
+    except requests.RequestException:
+        return None
+    return plain
+
+
+def _speaks_http(url: str, plain: str, where: str) -> str:
+    """Why an ``https://`` URL whose server speaks plain HTTP cannot be reached: its calls failed after their retries
+    with litellm's "Connection error." and no cause."""
+    where = where.replace("change the alias's api_base", f"change the alias's api_base to {plain}")
+    return f"the server at {url} speaks http, not https (its TLS handshake fails); {where}"
+
+
+def _missing_v1(alias: ModelAlias, timeout: float, headers: dict[str, str]) -> str | None:
+    """Why an OpenAI-compatible ``api_base`` without its ``/v1`` cannot be used, when the server has no ``/models``
+    there but has ``/v1/models`` (llama.cpp's, vLLM's): ``tessera models`` said it answers and each call failed with
+    a 404. None for any other base (a proxy's own path answers its ``/models``)."""
+    import requests
+
+    base = (alias.api_base or "").rstrip("/")
+    if alias.provider not in _OPENAI_COMPATIBLE or not base or base.endswith("/v1"):
+        return None
+    try:
+        if requests.get(f"{base}/models", headers=headers, timeout=timeout).status_code != 404:
+            return None
+        if requests.get(f"{base}/v1/models", headers=headers, timeout=timeout).status_code >= 400:
+            return None
+    except requests.RequestException:
+        return None
+    return (f"the server answers on {_without_credentials(base)}/v1, not on {_without_credentials(base)}: an "
+            f"OpenAI-compatible server's api_base ends in /v1; change the alias's api_base to "
+            f"{_without_credentials(base)}/v1 in its models file")
 
 
 def ollama_base(alias: ModelAlias) -> str:
@@ -244,8 +293,14 @@ def _server_answers(alias: ModelAlias, timeout: float) -> tuple[bool, str]:
         headers["Authorization"] = f"Bearer {key}"
     try:
         answer = requests.get(f"{alias.api_base.rstrip('/')}/models", headers=headers, timeout=timeout)
+    except requests.exceptions.SSLError as err:
+        if (plain := _plain_http(url, timeout)) is not None:
+            return False, _speaks_http(url, plain, "change the alias's api_base in its models file")
+        return False, f"the TLS handshake with {url} failed ({type(err).__name__})"
     except requests.RequestException as err:
         return False, f"no server answers on {url} ({type(err).__name__})"
+    if answer.status_code == 404 and (wrong := _missing_v1(alias, timeout, headers)) is not None:
+        return False, wrong
     if answer.status_code in (401, 403):
         which = "the key" if key else "a call without a key"
         return False, f"the server at {url} refuses {which} (HTTP {answer.status_code})"

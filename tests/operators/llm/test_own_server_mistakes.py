@@ -1,0 +1,117 @@
+"""The usual mistakes of a user who points an alias at an OpenAI-compatible server of their own (llama.cpp's, vLLM's),
+against a real plain-HTTP server on localhost that answers as those do (``/v1/models``, ``/v1/chat/completions``):
+
+* ``https://`` for a server that speaks plain http: the run's check took the failed TLS handshake for a server that
+  listens, and every call failed after its retries with litellm's "Connection error." and no cause;
+* an ``api_base`` without its ``/v1``: ``tessera models`` said the server answers, and the run sent every call to a
+  404.
+"""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from flows.model_check import check_env
+from flows.spec import FlowSpec
+from operators.llm import LLMError, complete
+from operators.llm.aliases import resolve
+from operators.llm.reachable import ModelUnreachableError, forget_answers, reachability
+from operators.testing import local_http_server
+
+#: What vLLM and OpenAI answer a prompt past the model's window (an HTTP 400).
+TOO_LONG = {"error": {"message": "This model's maximum context length is 512 tokens. However, you requested 836 "
+                                 "tokens (832 in the messages, 4 in the completion). Please reduce the length of the "
+                                 "messages or completion.", "type": "invalid_request_error",
+                      "code": "context_length_exceeded"}}
+
+
+class OwnServer(BaseHTTPRequestHandler):
+    """Routes under ``/v1`` only, as llama.cpp's and vLLM's servers have them; every chat prompt is too long."""
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802  (http.server's name)
+        if self.path == "/v1/models":
+            self._send(200, {"object": "list", "data": [{"id": "smollm2", "object": "model"}]})
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/v1/chat/completions":
+            self._send(400, TOO_LONG)
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    with local_http_server(OwnServer) as url:
+        yield url
+
+
+@pytest.fixture
+def alias_to(tmp_path, monkeypatch):
+    """``alias_to(api_base)``: the alias ``mine`` (``openai/smollm2`` at ``api_base``, no retry) in force."""
+    monkeypatch.setenv("MINE_KEY", "sk-own-server-test")
+    forget_answers()
+
+    def write(api_base: str) -> str:
+        models = tmp_path / "models.yaml"
+        models.write_text(f"mine: {{model: openai/smollm2, api_base: '{api_base}', api_key_env: MINE_KEY, "
+                          "num_retries: 0}\n")
+        monkeypatch.setenv("TESSERA_MODELS", str(models))
+        return "mine"
+
+    return write
+
+
+def _refusal(model: str) -> ModelUnreachableError:
+    spec = FlowSpec.parse({"steps": {"answer": {"op": "generate.answer", "params": {"model": model}}}})
+    with pytest.raises(ModelUnreachableError) as err:
+        check_env(spec)
+    assert err.value.field == "steps.answer.params.model"
+    return err.value
+
+
+def test_https_for_a_plain_http_server_is_said_with_the_url_to_use(own_server, alias_to):
+    https = own_server.replace("http://", "https://") + "/v1"
+    model = alias_to(https)
+    says = (f"the server at {https} speaks http, not https (its TLS handshake fails); change the alias's api_base to "
+            f"{own_server}/v1 in its models file")
+    ok, why = reachability(resolve(model), timeout=2)
+    assert not ok and why == says, why
+    assert says in _refusal(model).message
+    with pytest.raises(LLMError) as err:  # a call made without the run's check (Python, the service's gateway)
+        complete("hi", model=model, max_tokens=4)
+    assert err.value.kind == "connection" and "the TLS handshake failed" in err.value.message, err.value.message
+    assert "Connection error." not in err.value.message and "sk-own-server-test" not in err.value.message
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_an_api_base_without_v1_is_not_reachable_and_says_the_base_to_use(own_server, alias_to, suffix):
+    model = alias_to(own_server + suffix)
+    says = (f"the server answers on {own_server}/v1, not on {own_server}: an OpenAI-compatible server's api_base "
+            f"ends in /v1; change the alias's api_base to {own_server}/v1 in its models file")
+    ok, why = reachability(resolve(model), timeout=2)
+    assert not ok and why == says, why
+    assert says in _refusal(model).message
+
+
+def test_the_right_api_base_still_answers_with_or_without_its_trailing_slash(own_server, alias_to):
+    for base in (f"{own_server}/v1", f"{own_server}/v1/"):
+        ok, why = reachability(resolve(alias_to(base)), timeout=2)
+        assert ok and why == f"a server answers on {base}", why
+
