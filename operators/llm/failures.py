@@ -82,7 +82,14 @@ def failure_detail(err: Exception) -> str:
         plain = reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST")  # (OpenSSL's names)
         return f"the TLS handshake failed ({reason})" + (
             ": an https:// api_base for a server that speaks plain http fails so" if plain else "")
-    return f"{type(err).__name__}: {_first_line(err)}"
+    detail = f"{type(err).__name__}: {_first_line(err)}"
+    import litellm
+
+    if isinstance(err, litellm.ContextWindowExceededError) and getattr(err, "llm_provider", "") != "tessera":
+        # a server's words name no param of Tessera's (the embedded model's say what to lower already)
+        detail += (" (the prompt does not fit the model's context window: give the flow's generate.context step a "
+                   "smaller max_context_length, or the step a smaller max_tokens)")
+    return detail
 
 
 def _error_in_reply(err: BaseException) -> str | None:

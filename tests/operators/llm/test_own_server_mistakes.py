@@ -4,7 +4,9 @@ against a real plain-HTTP server on localhost that answers as those do (``/v1/mo
 * ``https://`` for a server that speaks plain http: the run's check took the failed TLS handshake for a server that
   listens, and every call failed after its retries with litellm's "Connection error." and no cause;
 * an ``api_base`` without its ``/v1``: ``tessera models`` said the server answers, and the run sent every call to a
-  404.
+  404;
+* a prompt longer than the server's context window: the server's "Please reduce the length of the messages" named no
+  param of Tessera's to change.
 """
 
 from __future__ import annotations
@@ -115,3 +117,13 @@ def test_the_right_api_base_still_answers_with_or_without_its_trailing_slash(own
         ok, why = reachability(resolve(alias_to(base)), timeout=2)
         assert ok and why == f"a server answers on {base}", why
 
+
+def test_a_prompt_past_the_servers_context_window_names_the_params_to_lower(own_server, alias_to):
+    model = alias_to(own_server + "/v1")
+    with pytest.raises(LLMError) as err:
+        complete("honey " * 50, model=model, max_tokens=4)
+    message = err.value.message
+    assert err.value.kind == "bad_request" and f"model 'mine' (openai/smollm2 at {own_server}/v1)" in message
+    assert "maximum context length is 512 tokens" in message and "\n" not in message, message
+    assert message.endswith("(the prompt does not fit the model's context window: give the flow's generate.context "
+                            "step a smaller max_context_length, or the step a smaller max_tokens)"), message
