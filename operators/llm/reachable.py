@@ -297,6 +297,9 @@ def _server_answers(alias: ModelAlias, timeout: float) -> tuple[bool, str]:
         if (plain := _plain_http(url, timeout)) is not None:
             return False, _speaks_http(url, plain, "change the alias's api_base in its models file")
         return False, f"the TLS handshake with {url} failed ({type(err).__name__})"
+    except requests.ConnectionError as err:  # as the run's check says it: what to do, not only what failed
+        return False, (f"no server answers on {url} ({type(err).__name__}); start it, or change the alias's api_base "
+                       "in its models file")
     except requests.RequestException as err:
         return False, f"no server answers on {url} ({type(err).__name__})"
     if answer.status_code == 404 and (wrong := _missing_v1(alias, timeout, headers)) is not None:

@@ -167,7 +167,8 @@ def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tess
     with pytest.raises(ModelUnreachableError, match=r"no server answers on http://127.0.0.1:9/v1"):
         check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
     reachable, why = reachability(resolve("nokey_vllm"))
-    assert not reachable and why == "no server answers on http://127.0.0.1:9/v1 (ConnectionError)"
+    assert not reachable and why == ("no server answers on http://127.0.0.1:9/v1 (ConnectionError); start it, or "
+                                     "change the alias's api_base in its models file")
 
 
 def test_a_model_on_an_ollama_server_that_does_not_answer_is_refused_before_any_step(corpus, tmp_path, monkeypatch,

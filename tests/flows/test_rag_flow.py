@@ -131,7 +131,8 @@ def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monke
     status, out = run_cli("models", "gone_api", "--check", "--json")
     (row,) = json.loads(out)["models"]
     assert not row["reachable"] and "check" not in row  # no prompt is sent to a server that does not answer
-    assert row["why"] == f"no server answers on http://127.0.0.1:{port}/v1 (ConnectionError)"
+    assert row["why"] == (f"no server answers on http://127.0.0.1:{port}/v1 (ConnectionError); start it, or change "
+                          "the alias's api_base in its models file")
     assert "sk-gone-secret" not in out
 
 

@@ -127,3 +127,14 @@ def test_a_prompt_past_the_servers_context_window_names_the_params_to_lower(own_
     assert "maximum context length is 512 tokens" in message and "\n" not in message, message
     assert message.endswith("(the prompt does not fit the model's context window: give the flow's generate.context "
                             "step a smaller max_context_length, or the step a smaller max_tokens)"), message
+
+
+def test_tessera_models_says_what_to_do_when_the_server_is_down_as_the_run_does(alias_to):
+    """``tessera models`` said "no server answers on URL (ConnectionError)" and no more, where a run's refusal says to
+    start it or change the api_base."""
+    from operators.llm.testing import closed_port
+
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    ok, why = reachability(resolve(alias_to(base)), timeout=2)
+    assert not ok and why == (f"no server answers on {base} (ConnectionError); start it, or change the alias's "
+                              "api_base in its models file"), why
