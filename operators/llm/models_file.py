@@ -56,6 +56,14 @@ class ModelAlias(BaseModel):
         if value is not None and not is_server_url(value):
             raise ValueError(f"must be a server's URL, http:// or https:// and its host (such as "
                              f"http://localhost:8000/v1), not {short_repr(value)}")
+        # the endpoint pasted whole (from a curl line): litellm adds its route, and every call was a 404 at
+        # .../chat/completions/chat/completions
+        if value is not None and (end := re.search(r"/(?:chat/)?completions/*$", urlsplit(value).path)):
+            parts = urlsplit(value)
+            base = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], path=parts.path[:end.start()], query="",
+                                  fragment="").geturl()  # (no user:password said)
+            raise ValueError(f"must be the server's base URL, not its endpoint {end[0].rstrip('/')} (the call adds "
+                             f"it): give {base}")
         return value
 
     @field_validator("api_key_env")

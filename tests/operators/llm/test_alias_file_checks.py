@@ -211,3 +211,16 @@ def test_an_api_key_env_that_names_no_variable_is_refused_without_its_value(tmp_
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "field 'mine.api_key_env': must be the name of the environment variable that holds the key" in done.stderr
     assert f"(in {models})" in done.stderr and (not value or value not in done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/chat/completions/", "/v1/completions"])
+def test_an_api_base_that_is_the_endpoint_is_refused_with_the_base_to_give(tmp_path, monkeypatch, endpoint):
+    """The endpoint pasted whole from a curl line passed, ``tessera models`` said the server answers, and every call
+    was a 404 at ``.../chat/completions/chat/completions``; refused as the file is read, without the password."""
+    models, err = refusal(tmp_path, monkeypatch,
+                          f"mine:\n  model: openai/x\n  api_base: http://me:s3cret@gpu-node:8000{endpoint}\n")
+    route = endpoint.rstrip("/").removeprefix("/v1")
+    assert err.field == "mine.api_base" and err.message == (
+        f"must be the server's base URL, not its endpoint {route} (the call adds it): give http://gpu-node:8000/v1 "
+        f"(in {models})"), err.message
+    assert "s3cret" not in err.message
