@@ -23,11 +23,12 @@ from operators.llm.aliases import resolve
 from operators.llm.reachable import ModelUnreachableError, forget_answers, reachability
 from operators.testing import local_http_server
 
-#: What vLLM and OpenAI answer a prompt past the model's window (an HTTP 400).
-TOO_LONG = {"error": {"message": "This model's maximum context length is 512 tokens. However, you requested 836 "
-                                 "tokens (832 in the messages, 4 in the completion). Please reduce the length of the "
-                                 "messages or completion.", "type": "invalid_request_error",
-                      "code": "context_length_exceeded"}}
+#: What OpenAI (and llama.cpp's server) and vLLM answer a prompt past the model's window (an HTTP 400).
+PAST_WINDOW = ("This model's maximum context length is 512 tokens. However, you requested 836 tokens (832 in the "
+               "messages, 4 in the completion). Please reduce the length of the messages or completion.")
+TOO_LONG = {"openai": {"error": {"message": PAST_WINDOW, "type": "invalid_request_error",
+                                 "code": "context_length_exceeded"}},
+            "vllm": {"object": "error", "message": PAST_WINDOW, "type": "BadRequestError", "param": None, "code": 400}}
 
 
 class OwnServer(BaseHTTPRequestHandler):
@@ -53,7 +54,7 @@ class OwnServer(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path == "/v1/chat/completions":
-            self._send(400, TOO_LONG)
+            self._send(400, TOO_LONG[self.headers.get("X-Shape") or "openai"])
         else:
             self._send(404, {"detail": "Not Found"})
 
@@ -118,10 +119,11 @@ def test_the_right_api_base_still_answers_with_or_without_its_trailing_slash(own
         assert ok and why == f"a server answers on {base}", why
 
 
-def test_a_prompt_past_the_servers_context_window_names_the_params_to_lower(own_server, alias_to):
+@pytest.mark.parametrize("shape", sorted(TOO_LONG))
+def test_a_prompt_past_the_servers_context_window_names_the_params_to_lower(own_server, alias_to, shape):
     model = alias_to(own_server + "/v1")
     with pytest.raises(LLMError) as err:
-        complete("honey " * 50, model=model, max_tokens=4)
+        complete("honey " * 50, model=model, max_tokens=4, extra_headers={"X-Shape": shape})
     message = err.value.message
     assert err.value.kind == "bad_request" and f"model 'mine' (openai/smollm2 at {own_server}/v1)" in message
     assert "maximum context length is 512 tokens" in message and "\n" not in message, message
