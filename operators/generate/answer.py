@@ -229,6 +229,9 @@ class AnswerGenerator(LLMStep):
                 problem = _junk_answer(parsed["answer"])
                 if problem is None and p.style == "short" and not closed_book:
                     problem = short_answer.echoed_example(parsed["answer"], contexts[qid])
+                if problem is None and p.style == "short":
+                    problem = short_answer.echoed_example_topic(parsed["answer"], asked[qid], contexts[qid],
+                                                                closed_book)
             if problem is not None:
                 if isinstance(reply, Completion):
                     self.emit_metadata(qid, "raw_response", reply.text)

@@ -39,6 +39,30 @@ def echoed_example(answer: str, context: str) -> str | None:
     return None
 
 
+def echoed_example_topic(answer: str, question: str, context: str, closed_book: bool) -> str | None:
+    """Why ``answer`` is about an example turn, not the question asked: two or more of its words (by stem, stopwords
+    aside) come from one example turn as the prompt shows it and from neither the question nor the context. The 135M
+    model asked in German or Chinese, or closed-book about something it does not know, wrote "The first humans landed
+    on the Moon", kept as a confident answer. None otherwise."""
+    def stems(text: str) -> set[str]:
+        from operators.bm25s_import import load_bm25s
+
+        load_bm25s()
+        import Stemmer
+        from bm25s.stopwords import STOPWORDS_EN
+
+        words = [w for w in re.findall(r"[^\W_]{3,}", text.casefold()) if w not in STOPWORDS_EN]
+        return set(Stemmer.Stemmer("english").stemWords(words))
+
+    said = stems(answer) - stems(question) - stems(context)
+    for document, example_question, example_answer in _EXAMPLES:
+        shown = f"{example_question} {example_answer}" + ("" if closed_book else f" {document}")
+        if len(said & stems(shown)) >= 2:
+            return (f"the model wrote about the prompt's example question ({example_question!r}), not the question "
+                    "asked")
+    return None
+
+
 def example_turns(closed_book: bool) -> list[dict[str, Any]]:
     """The user/assistant turns that show the model what a short answer looks like."""
     turns: list[dict[str, Any]] = []

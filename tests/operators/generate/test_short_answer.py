@@ -195,3 +195,27 @@ def test_a_span_with_a_leading_article_is_found_without_it():
     from operators.generate.answer import containing
     texts = {1: "Boise lies in the west.", 2: "Ada County is in Treasure Valley.", 3: None}
     assert containing("the Treasure Valley", texts) == [2] and containing("The west", texts) == [1]
+
+
+@pytest.mark.parametrize("closed_book", [True, False])
+@pytest.mark.parametrize("reply", ["The first humans landed on the Moon",
+                                   "The author of Dracula, Vlad Dracul, is a fictional character from the novel"])
+def test_a_reply_about_an_example_turn_not_the_question_degrades(fault_models, closed_book, reply):
+    """SmolLM2-135M asked "Welche Insekten machen Honig?" (or in Chinese) answered from the prompt's example turns,
+    "The first humans landed on the Moon", which was kept as the answer; an answer the question or the documents
+    share those words with is kept."""
+    fault_models.reply = reply
+    params = {"model": "fault-ok", "style": "short", **({"context_column": None} if closed_book else {})}
+    op = create("generate.answer", params, step_id="answer")
+    table = sample_results(1, 3)
+    german = table.set_column(table.column_names.index("query"), "query",
+                              pa.array(["Welche Insekten machen Honig?"] * 3))
+    op(german if closed_book else create("generate.context")(german))
+    meta = op.drain_metadata()["q1"]
+    assert "answer" not in meta and "the model wrote about the prompt's example question" in \
+        meta["degraded"]["reason"], meta
+    asked = "Who wrote about the first humans on the Moon and the author of Dracula?"
+    on_topic = table.set_column(table.column_names.index("query"), "query", pa.array([asked] * 3))
+    op(on_topic if closed_book else create("generate.context")(on_topic))
+    meta = op.drain_metadata()["q1"]
+    assert "degraded" not in meta and meta["answer"], meta
