@@ -309,4 +309,19 @@ def _server_answers(alias: ModelAlias, timeout: float) -> tuple[bool, str]:
         return False, f"the server at {url} refuses {which} (HTTP {answer.status_code})"
     if answer.status_code >= 500:
         return False, f"the server at {url} answers HTTP {answer.status_code}"
-    return True, f"a server answers on {url}"
+    return True, f"a server answers on {url}" + _unlisted(alias, answer)
+
+
+def _unlisted(alias: ModelAlias, answer) -> str:
+    """What to check when the server's ``/models`` list does not hold the alias's model (vLLM refuses a call for it
+    with a 404; llama.cpp's server answers any name): ``tessera models`` said only that the server answers."""
+    name = alias.model.split("/", 1)[1] if "/" in alias.model else alias.model
+    try:
+        listed = [str(each["id"]) for each in answer.json()["data"]]
+    except (ValueError, KeyError, TypeError):  # no OpenAI list: nothing to compare with
+        return ""
+    if not listed or name in listed:
+        return ""
+    shown = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+    return (f"; it lists {shown}, not '{name}' (a server that serves only the models it lists, as vLLM, refuses the "
+            "calls: fix the alias's model in its models file)")

@@ -71,9 +71,9 @@ def alias_to(tmp_path, monkeypatch):
     monkeypatch.setenv("MINE_KEY", "sk-own-server-test")
     forget_answers()
 
-    def write(api_base: str) -> str:
+    def write(api_base: str, model: str = "openai/smollm2") -> str:
         models = tmp_path / "models.yaml"
-        models.write_text(f"mine: {{model: openai/smollm2, api_base: '{api_base}', api_key_env: MINE_KEY, "
+        models.write_text(f"mine: {{model: {model}, api_base: '{api_base}', api_key_env: MINE_KEY, "
                           "num_retries: 0}\n")
         monkeypatch.setenv("TESSERA_MODELS", str(models))
         return "mine"
@@ -140,3 +140,12 @@ def test_tessera_models_says_what_to_do_when_the_server_is_down_as_the_run_does(
     ok, why = reachability(resolve(alias_to(base)), timeout=2)
     assert not ok and why == (f"no server answers on {base} (ConnectionError); start it, or change the alias's "
                               "api_base in its models file"), why
+
+
+def test_tessera_models_says_when_the_server_does_not_list_the_aliass_model(own_server, alias_to):
+    """A misspelt model name (``openai/smolm2``) was "a server answers on URL", and vLLM refuses each of its calls
+    with a 404; the server's list is now said beside it (still reachable: llama.cpp's server answers any name)."""
+    base = f"{own_server}/v1"
+    ok, why = reachability(resolve(alias_to(base, "openai/smolm2")), timeout=2)
+    assert ok and why == (f"a server answers on {base}; it lists smollm2, not 'smolm2' (a server that serves only the "
+                          "models it lists, as vLLM, refuses the calls: fix the alias's model in its models file)"), why
