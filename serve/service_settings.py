@@ -93,6 +93,8 @@ class Limits(BaseModel):
                                 "tokenises them: llama.cpp read a 600 KB message before saying it did not fit.")
     max_upload_bytes: int = Field(20_000_000, gt=0, description="Largest file upload (POST /v1/indices/{name}/"
                                   "files), in bytes (413).")
+    max_metadata_keys: int = Field(200, gt=0, description="Most metadata keys an index's documents may hold together, "
+                                   "each a column of its doc store (422 for an upload that would pass it).")
     max_documents_per_request: int = Field(1000, gt=0, le=5000, description="Most documents one upload may add "
                                            "to an index (422); each upload is one shard of at most 5,000.")
     max_result_rows: int = Field(10_000, gt=0, description="Most rows a result may hold (413 for a search or a "

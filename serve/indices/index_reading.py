@@ -83,10 +83,11 @@ def stored_forms(ids: list[str], present: set[str]) -> dict[str, str]:
         raise ApiError(409, f"ids: {err.message}", param="ids", code="ambiguous_id") from None
 
 
-def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_files: bool) -> None:
+def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_files: bool, max_keys: int) -> None:
     """What an upload is refused for by the index it adds to, before anything is written or queued: ids already in
-    it (409, unless ``replace``: ``refuse_present_ids``), then a metadata value whose type the index's column does
-    not merge with (422: ``refuse_clashing_types``), which its task's commit would refuse after the 202."""
+    it (409, unless ``replace``: ``refuse_present_ids``), then metadata keys past ``max_keys`` (``refuse_many_keys``)
+    and a metadata value whose type the index's column does not merge with (422: ``refuse_clashing_types``), which
+    its task's commit would refuse after the 202."""
     from operators.store import Index
     from operators.store.errors import IndexStoreError
 
@@ -99,7 +100,26 @@ def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_f
             raise
         return  # deleted since it was found: the upload makes the index anew, so nothing of it is in the way
     refuse_present_ids([d.id for d in documents], present)
+    refuse_many_keys(documents, columns.names, max_keys, from_files)
     refuse_clashing_types(path.name, documents, columns, from_files)
+
+
+def refuse_many_keys(documents: list[Any], columns: list[str], limit: int, from_files: bool) -> None:
+    """422 where the documents' metadata keys and the index's (``columns``, its doc store's) would be more than
+    ``limit`` together (``max_metadata_keys``): each key is a column of every shard, and a 1 MB upload of keys of
+    its own made tens of thousands, which every later search and commit of the index read."""
+    from operators.metadata_columns import RESERVED
+
+    held = {c for c in columns if c not in RESERVED}
+    new = list(dict.fromkeys(key for doc in documents for key in doc.metadata if key not in held))
+    if len(held) + len(new) <= limit:
+        return
+    where = "files" if from_files else "documents"
+    shown = ", ".join(new[:5]) + (", ..." if len(new) > 5 else "")
+    index = f" beside the index's {len(held)}" if held else ""
+    raise ApiError(422, f"{where}: {len(new)} metadata key(s) of their own ({shown}){index} are "
+                   f"{len(held) + len(new)}, over the limit max_metadata_keys={limit}: each is a column of the "
+                   "index; keep the keys that filters read", param=where, code="max_metadata_keys")
 
 
 def column_types(index: Any) -> pa.Schema:

@@ -14,7 +14,7 @@ from typing import Any
 from serve.indices.documents import DocumentsRequest, files_request, given_once, sent_as_files, write_jsonl
 from serve.http.errors import ApiError
 from serve.indices.index_owner import OwnerFile
-from serve.indices.index_reading import mixed_kind_warnings, refuse_against_index
+from serve.indices.index_reading import mixed_kind_warnings, refuse_against_index, refuse_many_keys
 from serve.tasks.ingest_task import STEPS
 
 #: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
@@ -61,8 +61,12 @@ class Uploads:
         self._refuse_busy(name, row)  # checked again below: one may start while this upload is checked
         seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
+        keys = self.service.limits.max_metadata_keys
         if (path / "manifest.json").exists():  # ids already there (409), metadata its columns cannot take (422)
-            refuse_against_index(path, request.documents, request.replace, from_files=files is not None)
+            refuse_against_index(path, request.documents, request.replace, from_files=files is not None,
+                                 max_keys=keys)
+        else:
+            refuse_many_keys(request.documents, [], keys, from_files=files is not None)
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
         new_folder = not source.parent.exists()
         source.parent.mkdir(parents=True, exist_ok=True)
