@@ -55,7 +55,7 @@ class ModelAlias(BaseModel):
         failed obscurely ("no server answers on localhost:8000 (InvalidSchema)"): refused as the file is read."""
         if value is not None and not is_server_url(value):
             raise ValueError(f"must be a server's URL, http:// or https:// and its host (such as "
-                             f"http://localhost:8000/v1), not {short_repr(value)}")
+                             f"http://localhost:8000/v1), not {short_repr(without_password(value))}")
         # the endpoint pasted whole (from a curl line): litellm adds its route, and every call was a 404 at
         # .../chat/completions/chat/completions
         if value is not None and (end := re.search(r"/(?:chat/)?completions/*$", urlsplit(value).path)):
@@ -94,6 +94,15 @@ def no_model_named(model: str) -> str | None:
     if not slash or not provider or name.strip("/ "):
         return None
     return f"model '{model}' names no model after its provider: give 'provider/name', such as '{provider}/<model>'"
+
+
+def without_password(value: Any) -> Any:
+    """``value`` as a refusal may quote it back: the ``user:password`` before an ``@`` said as ``***`` (a models file
+    is the server operator's; the refusal reaches a log, a terminal, a service's 422)."""
+    if not isinstance(value, str) or "@" not in value:
+        return value
+    scheme, sep, rest = value.partition("://") if "://" in value else ("", "", value)
+    return f"{scheme}{sep}***@{rest.rsplit('@', 1)[-1]}"
 
 
 def is_server_url(value: Any) -> bool:

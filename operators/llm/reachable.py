@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from operators.errors import TesseraError
 from operators.llm.aliases import OWN_SERVER, ModelAlias, is_server_url, serverless
+from operators.llm.models_file import without_password
 
 if TYPE_CHECKING:
     from operators.base import Operator
@@ -254,8 +255,8 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
 
         base = ollama_base(alias)
         if not alias.api_base and not is_server_url(base):  # "localhost:11434" was "no server answers (InvalidSchema)"
-            return False, (f"$OLLAMA_API_BASE is {base!r}, not a server's URL: give http:// or https:// and its host "
-                           "(such as http://localhost:11434)")
+            return False, (f"$OLLAMA_API_BASE is {without_password(base)!r}, not a server's URL: give http:// or "
+                           "https:// and its host (such as http://localhost:11434)")
         try:
             requests.get(f"{base}/api/tags", timeout=timeout).raise_for_status()
         except requests.RequestException as err:

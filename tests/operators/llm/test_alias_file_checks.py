@@ -200,6 +200,14 @@ def test_an_api_base_that_is_no_servers_url_is_refused_naming_the_alias_field_an
     assert aliases()["mine"].api_base == "https://gpu-node:8000/v1"
 
 
+@pytest.mark.parametrize("api_base", ["bob:s3cret@localhost:8000/v1", "ftp://bob:s3cret@gpu-node/v1"])
+def test_a_refused_api_base_does_not_say_its_password(tmp_path, monkeypatch, api_base):
+    """The refusal quoted the value back, ``user:password@`` and all."""
+    models, err = refusal(tmp_path, monkeypatch, f"mine:\n  model: hosted_vllm/x\n  api_base: '{api_base}'\n")
+    assert err.field == "mine.api_base" and "s3cret" not in err.message and "bob" not in err.message
+    assert f"not '{api_base.split('bob:s3cret')[0]}***@" in err.message, err.message
+
+
 @pytest.mark.parametrize("value", ["sk-proj-abc123secret", "my key", "", "1KEY"])
 def test_an_api_key_env_that_names_no_variable_is_refused_without_its_value(tmp_path, monkeypatch, capfd, value):
     """The key itself pasted as ``api_key_env`` was taken as a variable's name: ``tessera run`` printed it ("$sk-...
