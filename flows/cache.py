@@ -329,9 +329,10 @@ class StepCache(CacheDatabase):
 
     def recorded_operators(self) -> list[str]:
         """The operators whose steps the cache recorded a run of (``record_step``), sorted."""
+        from flows.cache_prune import recorded_operators
+
         with self._said_of_home(), self._reading() as conn:
-            rows = [] if conn is None else conn.execute("SELECT explain FROM steps").fetchall()
-        return sorted({json.loads(explain).get("op") for (explain,) in rows} - {None})
+            return [] if conn is None else recorded_operators(conn)
 
     def _may_delete(self) -> bool:
         """Whether there is a cache to delete from (False: none there); a folder that is not a step cache, one of a

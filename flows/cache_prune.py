@@ -101,14 +101,19 @@ def operator_units(conn: sqlite3.Connection) -> dict[str, int]:
     what ``tessera cache clear --operator NAME`` would remove."""
     from flows.cache_keys import OPERATOR_TAG_BYTES, operator_tag
 
-    names = {json.loads(explain).get("op") for (explain,) in conn.execute("SELECT explain FROM steps")} - {None}
-    by_tag = {operator_tag(name): name for name in names}
+    by_tag = {operator_tag(name): name for name in recorded_operators(conn)}
     found: dict[str, int] = {}
     for tag, count in conn.execute(f"SELECT substr(key, 1, {OPERATOR_TAG_BYTES}), COUNT(*) FROM units "
                                    "WHERE file IS NOT NULL GROUP BY 1"):
         name = by_tag.get(bytes(tag), "(other)")
         found[name] = found.get(name, 0) + count
     return dict(sorted(found.items(), key=lambda item: (item[0] == "(other)", item[0])))
+
+
+def recorded_operators(conn: sqlite3.Connection) -> list[str]:
+    """The operators whose steps the cache recorded a run of (``StepCache.record_step``), sorted."""
+    return sorted({json.loads(explain).get("op") for (explain,) in conn.execute("SELECT explain FROM steps")}
+                  - {None})
 
 
 def checked_bounds(max_bytes: Any, older_than_s: Any) -> tuple[int | None, float | None]:
