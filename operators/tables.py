@@ -239,7 +239,7 @@ def set_ranking(table: pa.Table | dict[str, pa.Array | pa.ChunkedArray], scores=
         order = _ranking_order(table, groups, scores)
         table, scores, groups = table.take(order), scores.take(order), groups[order.to_numpy()]
         step_scores = None if step_scores is None else step_scores.take(order)
-    ranks = _ranks(groups)
+    ranks = group_ranks(groups)
     if rank_by is not None:
         ranking = {"rank": ranks}
     else:
@@ -258,7 +258,7 @@ def _first_ranks() -> pa.Array:
     return pa.array(np.arange(1, 10_001, dtype=np.int32))
 
 
-def _ranks(groups: np.ndarray) -> pa.Array:
+def group_ranks(groups: np.ndarray) -> pa.Array:
     """1..n counted from each query's first row; ``groups`` numbers each row's query and does not decrease."""
     if len(groups) <= 10_000 and (not len(groups) or groups[0] == groups[-1]):
         return _first_ranks().slice(0, len(groups))  # one query (the common case of a single call): 1..n

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.errors import SpecError
+from operators.tables import group_ranks
 
 _FORMAT = "a TREC run line is 'qid Q0 docno rank score tag' (6 columns)"
 
@@ -68,20 +69,13 @@ def read_trec_run(path: str | Path) -> pa.Table:
                       "_first": pa.array([order[q] for q in qids], pa.int64())})
     table = table.take(pc.sort_indices(table, [("_first", "ascending"), ("score", "descending"),
                                                ("docno", "descending")]))
-    return table.drop_columns(["_first"]).add_column(2, "rank", pa.array(_ranks(table.column("qid")), pa.int32()))
+    ranks = group_ranks(table.column("_first").to_numpy())  # 1, 2, ... within each qid, as set_ranking numbers them
+    return table.drop_columns(["_first"]).add_column(2, "rank", ranks)
 
 
 def _whole(text: str) -> bool:
     try:
-        return int(text) == int(text)
+        int(text)
     except ValueError:
         return False
-
-
-def _ranks(qids: pa.ChunkedArray) -> list[int]:
-    ranks, previous, rank = [], None, 0
-    for qid in qids.to_pylist():
-        rank = rank + 1 if qid == previous else 1
-        previous = qid
-        ranks.append(rank)
-    return ranks
+    return True
