@@ -44,15 +44,17 @@ def echoed_example_topic(answer: str, question: str, context: str, closed_book: 
     aside) come from one example turn as the prompt shows it and from neither the question nor the context. The 135M
     model asked in German or Chinese, or closed-book about something it does not know, wrote "The first humans landed
     on the Moon", kept as a confident answer. None otherwise."""
+    from operators.bm25s_import import load_bm25s
+
+    load_bm25s()
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stemmer = Stemmer.Stemmer("english")  # one per call: a stemmer is not thread-safe
+
     def stems(text: str) -> set[str]:
-        from operators.bm25s_import import load_bm25s
-
-        load_bm25s()
-        import Stemmer
-        from bm25s.stopwords import STOPWORDS_EN
-
         words = [w for w in re.findall(r"[^\W_]{3,}", text.casefold()) if w not in STOPWORDS_EN]
-        return set(Stemmer.Stemmer("english").stemWords(words))
+        return set(stemmer.stemWords(words))
 
     said = stems(answer) - stems(question) - stems(context)
     for document, example_question, example_answer in _EXAMPLES:
